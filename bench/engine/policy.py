@@ -1,0 +1,76 @@
+"""A policy: a causal LM, its tokenizer, and the prompt format every part of the engine shares."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+
+@dataclass
+class Policy:
+    model: torch.nn.Module
+    tokenizer: PreTrainedTokenizerBase
+
+    @property
+    def pad_id(self) -> int:
+        return self.tokenizer.pad_token_id
+
+    @property
+    def eos_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def encode_prompts(self, texts: list[str]) -> list[list[int]]:
+        """Chat-formatted prompt ids, ending with the assistant marker (generation prompt)."""
+        rendered = [
+            self.tokenizer.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False)
+            for t in texts
+        ]
+        return self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
+
+    def encode_completions(self, texts: list[str]) -> list[list[int]]:
+        """Completion ids with EOS appended (what the policy should emit after the prompt)."""
+        ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [x + [self.eos_id] for x in ids]
+
+    def decode(self, tokens: torch.Tensor, mask: torch.Tensor) -> list[str]:
+        """Completion texts from (B, T) tokens, dropping padding and EOS."""
+        out = []
+        for row, m in zip(tokens.tolist(), mask.tolist()):
+            ids = [t for t, keep in zip(row, m) if keep and t != self.eos_id]
+            out.append(self.tokenizer.decode(ids, skip_special_tokens=True))
+        return out
+
+
+def sequence_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion: torch.Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs (B, T) of `completion` after left-padded prompts (B, P).
+
+    One forward over prompt+completion; logits only for the completion positions
+    (`logits_to_keep`), so the vocab projection costs T, not P+T, positions. Entropy (B, T) of
+    the tempered distribution is returned when asked (metric only, no extra forward).
+    """
+    T = completion.shape[1]
+    ids = torch.cat([prompt_ids, completion], 1)
+    # right padding after EOS sits after every real token, so causal attention never sees it
+    att = torch.cat([prompt_mask, torch.ones_like(completion)], 1)
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=att, position_ids=pos, logits_to_keep=T + 1).logits[:, :-1]
+    logits = logits.float() / temperature
+    logprobs = logits.log_softmax(-1)
+    logp = logprobs.gather(-1, completion[..., None]).squeeze(-1)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = -(logprobs.exp() * logprobs).sum(-1)
+    return logp, entropy

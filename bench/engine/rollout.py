@@ -1,0 +1,148 @@
+"""Rollout backends: turn prompts into completions with per-token log-probs.
+
+A backend is anything with `generate(prompts, params) -> Generation`; the training step only sees
+`Generation`, so a vLLM backend slots in beside `NativeBackend` without touching the step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from transformers import DynamicCache
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    greedy: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens <= 0:
+            raise ValueError(f"max_new_tokens must be > 0, got {self.max_new_tokens}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature} (use greedy=True)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass
+class Generation:
+    """Completions for B prompts, right-padded to the longest completion T.
+
+    tokens (B, T) long (pad after EOS); mask (B, T) float, 1 on generated tokens including EOS;
+    logp (B, T) log-prob of each token under the tempered policy (no top-p renormalisation, as
+    the trainer computes it); truncated (B,) bool: hit max_new_tokens without EOS.
+    """
+
+    tokens: torch.Tensor
+    mask: torch.Tensor
+    logp: torch.Tensor
+    truncated: torch.Tensor
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.mask.sum(-1).long()
+
+
+class RolloutBackend(Protocol):
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> Generation: ...
+
+
+def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, P) ids and attention mask, left-padded."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    att = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+        att[i, width - len(s):] = 1
+    return ids, att
+
+
+def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, order = logits.sort(-1, descending=True)
+    cum = sorted_logits.softmax(-1).cumsum(-1)
+    drop = cum - sorted_logits.softmax(-1) > top_p  # keep the smallest prefix whose mass reaches top_p
+    sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+    return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+
+
+class NativeBackend:
+    """Batched sampling in torch with a KV cache (transformers 5 `cache=` API), left padding.
+
+    Seeded: the same model, prompts and params give the same samples on the same device and
+    thread count. Finished rows keep decoding (a batch decodes in lockstep) but emit padding.
+    """
+
+    def __init__(self, model: torch.nn.Module, pad_id: int, eos_id: int, chunk_size: int = 0):
+        self.model = model
+        self.pad_id = pad_id
+        self.eos_id = eos_id
+        self.chunk_size = chunk_size  # 0: one batch; else split prompts to bound KV-cache memory
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> Generation:
+        if not prompts:
+            raise ValueError("generate() needs at least one prompt")
+        gen = torch.Generator(device="cpu").manual_seed(params.seed)
+        size = self.chunk_size or len(prompts)
+        parts = [self._generate(prompts[i:i + size], params, gen) for i in range(0, len(prompts), size)]
+        if len(parts) == 1:
+            return parts[0]
+        width = max(p.tokens.shape[1] for p in parts)
+        pad = lambda t, v: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=v)  # noqa: E731
+        return Generation(
+            tokens=torch.cat([pad(p.tokens, self.pad_id) for p in parts]),
+            mask=torch.cat([pad(p.mask, 0.0) for p in parts]),
+            logp=torch.cat([pad(p.logp, 0.0) for p in parts]),
+            truncated=torch.cat([p.truncated for p in parts]),
+        )
+
+    def _generate(self, prompts: list[list[int]], params: SamplingParams, gen: torch.Generator) -> Generation:
+        model = self.model
+        device = next(model.parameters()).device
+        was_training = model.training
+        model.eval()
+        ids, att = left_pad(prompts, self.pad_id)
+        ids, att = ids.to(device), att.to(device)
+        pos = (att.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        out = model(input_ids=ids, attention_mask=att, position_ids=pos, cache=cache, use_cache=True, logits_to_keep=1)
+        B = ids.shape[0]
+        done = torch.zeros(B, dtype=torch.bool, device=device)
+        tokens, logps, masks = [], [], []
+        next_pos = pos[:, -1:] + 1
+        for _ in range(params.max_new_tokens):
+            logits = out.logits[:, -1, :].float() / params.temperature
+            logprobs = logits.log_softmax(-1)
+            if params.greedy:
+                tok = logits.argmax(-1)
+            else:
+                probs = _top_p_filter(logits, params.top_p).softmax(-1)
+                # sample on CPU with the seeded generator: identical draws whatever the device
+                tok = torch.multinomial(probs.cpu(), 1, generator=gen).squeeze(-1).to(device)
+            lp = logprobs.gather(-1, tok[:, None]).squeeze(-1)
+            alive = ~done
+            tokens.append(torch.where(alive, tok, torch.full_like(tok, self.pad_id)))
+            logps.append(torch.where(alive, lp, torch.zeros_like(lp)))
+            masks.append(alive.float())
+            done = done | (tok == self.eos_id)
+            if bool(done.all()):  # host sync once per token: cheap next to a forward pass
+                break
+            att = torch.cat([att, torch.ones((B, 1), dtype=att.dtype, device=device)], dim=1)
+            out = model(input_ids=tokens[-1][:, None], attention_mask=att, position_ids=next_pos, cache=out.cache, use_cache=True)
+            next_pos = next_pos + 1
+        model.train(was_training)
+        mask = torch.stack(masks, 1)
+        return Generation(
+            tokens=torch.stack(tokens, 1),
+            mask=mask,
+            logp=torch.stack(logps, 1),
+            truncated=~done,
+        )
