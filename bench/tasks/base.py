@@ -1,0 +1,181 @@
+"""What a task is: examples, a config, seeded disjoint splits and a verifier.
+
+Splits. Every task decides whether a prompt is held out by a stable hash of (seed, prompt):
+the prompt is in the test split iff the hash falls below `holdout_frac`. So train and test
+are disjoint by prompt whatever sizes the caller asks for, a prompt that the generator
+produces twice always lands on the same side, and another seed gives another partition.
+Generated tasks draw one seeded stream of examples: the test split is the first `n`
+distinct held-out prompts, the train split the first `n` others (repeats allowed, as in any
+sampler). Both are prefixes, so `split("test", 50)` is `split("test", 200)[:50]`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+Split = Literal["train", "test"]
+
+
+@dataclass(frozen=True)
+class Example:
+    """One problem. `solution` is the full completion the model should produce: a worked
+    scratchpad and a final line `#### {answer}`. `meta` holds what a verifier needs beyond
+    the answer (countdown's numbers and target) and provenance (a source line number)."""
+
+    prompt: str
+    answer: str
+    solution: str
+    meta: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskConfig:
+    """Fields every task has. Subclasses add their generation parameters and set
+    `version: int = field(default=N, init=False)`; bump it whenever the same config would
+    produce different examples, prompts, solutions or scores, so cached warm starts and
+    run ids keyed on the config go stale instead of silently mixing."""
+
+    seed: int = 0
+    test_size: int = 200  # default size of split("test"): the held-out evaluation set
+    holdout_frac: float = 0.1  # share of the prompt space reserved for the test split
+    version: int = field(default=1, init=False)
+
+    def __post_init__(self) -> None:
+        check_int("seed", self.seed)
+        check_int("test_size", self.test_size, lo=1)
+        if not isinstance(self.holdout_frac, (int, float)) or not 0 < self.holdout_frac < 1:
+            raise ValueError(f"holdout_frac must be a number in (0, 1), got {self.holdout_frac!r}")
+
+
+class Task:
+    """Base class. A subclass sets `name`, `Config`, `presets` (difficulty -> params) and
+    `default_difficulty`, registers itself with `@register`, and implements `split`,
+    `score` and `max_new_tokens`."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type[TaskConfig]]
+    presets: ClassVar[dict[str, dict[str, Any]]]
+    default_difficulty: ClassVar[str] = "medium"
+
+    def __init__(self, config: TaskConfig):
+        if not isinstance(config, self.Config):
+            raise TypeError(f"{self.name} needs a {self.Config.__name__}, got {type(config).__name__}")
+        self.config = config
+
+    def split(self, which: Split, n: int | None = None) -> list[Example]:
+        raise NotImplementedError
+
+    def score(self, completion: str, example: Example) -> float:
+        raise NotImplementedError
+
+    @property
+    def max_new_tokens(self) -> int:
+        raise NotImplementedError
+
+    def in_test(self, prompt: str) -> bool:
+        """Whether `prompt` belongs to the held-out side of this seed's partition."""
+        return in_holdout(self.config.seed, prompt, self.config.holdout_frac)
+
+    def __repr__(self) -> str:
+        return f"<task {self.name} {self.config}>"
+
+
+class GeneratedTask(Task):
+    """A task whose examples come from an endless seeded generator (`stream`)."""
+
+    # The test split gives up after this many draws per requested example, naming the
+    # cause (a difficulty whose prompt space is too small for test_size) instead of looping.
+    max_draws_per_test_example: ClassVar[int] = 50
+
+    def __init__(self, config: TaskConfig):
+        super().__init__(config)
+        self._test_cache: list[Example] = []
+
+    def stream(self) -> Iterator[Example]:
+        """Examples in a fixed order determined by the config (train and test mixed)."""
+        raise NotImplementedError
+
+    def split(self, which: Split, n: int | None = None) -> list[Example]:
+        check_split(which)
+        if n is not None:
+            check_int("n", n, lo=0)
+        if which == "test":
+            return self._test(self.config.test_size if n is None else n)
+        if n is None:
+            raise ValueError(f"{self.name}: split('train') needs n, the number of examples "
+                             "(a generated task's train split is an endless stream)")
+        out: list[Example] = []
+        if n == 0:
+            return out
+        for ex in self.stream():
+            if not self.in_test(ex.prompt):
+                out.append(ex)
+                if len(out) == n:
+                    return out
+        raise AssertionError("stream() ended")  # streams are endless
+
+    def _test(self, n: int) -> list[Example]:
+        # Cached: the engine evaluates on the same held-out set many times per run.
+        if len(self._test_cache) >= n:
+            return self._test_cache[:n]
+        out: list[Example] = []
+        seen: set[str] = set()
+        max_draws = max(10_000, int(self.max_draws_per_test_example * n / self.config.holdout_frac))
+        for draws, ex in enumerate(self.stream(), start=1):
+            if ex.prompt not in seen and self.in_test(ex.prompt):
+                seen.add(ex.prompt)
+                out.append(ex)
+                if len(out) == n:
+                    break
+            if draws >= max_draws:
+                raise ValueError(
+                    f"{self.name}: found only {len(out)} distinct held-out prompts in {draws} draws, "
+                    f"fewer than the {n} asked for; this difficulty has too few distinct problems "
+                    f"for that test size: lower test_size or raise the difficulty ({self.config})")
+        self._test_cache = out
+        return out
+
+
+def in_holdout(seed: int, prompt: str, frac: float) -> bool:
+    """Stable across processes and Python versions (unlike hash()): blake2b of seed and prompt."""
+    digest = hashlib.blake2b(f"{seed}\x00{prompt}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") < frac * 2**64
+
+
+def derived_seed(*parts: object) -> int:
+    """A 31-bit seed from labelled parts, so streams of nearby seeds share nothing.
+
+    reasoning-gym seeds item i with Random(seed + i): its streams for seeds 0 and 1 are the
+    same items shifted by one, so we never hand it our seed directly."""
+    digest = hashlib.blake2b("\x00".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % 2**31
+
+
+def generation_cap(longest_solution_chars: int) -> int:
+    """max_new_tokens for solutions of at most this many characters: 1.5x plus 8 (room for
+    EOS and for length to drift under RL), rounded up to a multiple of 8. Characters bound
+    tokens for the char-level tokenizer (one token each) and for BPE (fewer)."""
+    return 8 * math.ceil((math.ceil(1.5 * longest_solution_chars) + 8) / 8)
+
+
+def check_split(which: object) -> None:
+    if which not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {which!r}")
+
+
+def check_int(name: str, value: object, lo: int | None = None, hi: int | None = None) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{name} must be an int, got {value!r}")
+    if lo is not None and value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise ValueError(f"{name} must be <= {hi}, got {value}")
+
+
+def check_range(low_name: str, low: int, high_name: str, high: int) -> None:
+    if low > high:
+        raise ValueError(f"{low_name} ({low}) must be <= {high_name} ({high})")
