@@ -1,0 +1,37 @@
+"""The GRPO family as composable parts and named recipes. Pure torch, no I/O.
+
+    import algorithms
+    algorithms.names()                    # registered recipe names
+    recipe = algorithms.get("dapo")       # unknown name -> error listing names, suggesting the closest
+    recipe = recipe.replace(objective=algorithms.PPOClip(0.2, 0.28))
+    batch = algorithms.Rollouts(rewards=..., group=..., mask=..., logp_old=..., max_new_tokens=...)
+    adv = recipe.advantages(batch)                 # (B, T)
+    loss, stats = recipe.loss(logp, batch, adv)    # logp (B, T) requires grad
+
+See recipe.py for the full order of engine calls, stats.py for how micro-batch stats combine.
+"""
+
+from . import recipes as _recipes  # noqa: F401  (registers the named recipes)
+from .advantages import (GAE, RLOO, Advantage, BatchMean, GroupNorm, LengthAdaptiveGAE, Raw,
+                         ReinforcePP, ReinforcePPBaseline, ReMax)
+from .aggregation import Aggregation, aggregate
+from .critic import Critic, explained_variance
+from .filters import (DropZeroVariance, DynamicSampling, Filter, MaskTruncated, NoFilter,
+                      OverlongPenalty, Shaping)
+from .kl import KL, kl_estimate
+from .objectives import CISPO, GSPO, ISPG, TOPR, Objective, PPOClip
+from .parts import PARTS, Part
+from .recipe import Needs, Recipe, Updates
+from .registry import UnknownRecipeError, get, names
+from .rollouts import Rollouts
+from .serialize import from_json
+from .stats import merge_stats
+
+__all__ = [
+    "Advantage", "Aggregation", "BatchMean", "CISPO", "Critic", "DropZeroVariance",
+    "DynamicSampling", "Filter", "GAE", "GSPO", "GroupNorm", "ISPG", "KL", "LengthAdaptiveGAE",
+    "MaskTruncated", "Needs", "NoFilter", "Objective", "OverlongPenalty", "PARTS", "PPOClip",
+    "Part", "RLOO", "Raw", "ReMax", "Recipe", "ReinforcePP", "ReinforcePPBaseline", "Rollouts",
+    "Shaping", "TOPR", "UnknownRecipeError", "Updates", "aggregate", "explained_variance",
+    "from_json", "get", "kl_estimate", "merge_stats", "names",
+]
