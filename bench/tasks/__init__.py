@@ -1,7 +1,7 @@
 """Tasks: problems with worked solutions, seeded disjoint splits and a 0/1 verifier.
 
     from bench import tasks
-    tasks.names()                                   # ['addition', 'chain_sum', 'countdown', 'gsm8k']
+    tasks.names()                                   # ['addition', 'chain_sum', ...]
     task = tasks.get("addition")                    # the task's default difficulty
     task = tasks.get("addition", difficulty="hard", max_digits=8)   # a preset, then overrides
     task.name                                       # "addition"

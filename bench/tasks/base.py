@@ -63,7 +63,8 @@ class Task:
 
     def __init__(self, config: TaskConfig):
         if not isinstance(config, self.Config):
-            raise TypeError(f"{self.name} needs a {self.Config.__name__}, got {type(config).__name__}")
+            raise TypeError(f"{self.name} needs a {self.Config.__name__}, "
+                            f"got {type(config).__name__}")
         self.config = config
 
     def split(self, which: Split, n: int | None = None) -> list[Example]:
@@ -133,7 +134,8 @@ class GeneratedTask(Task):
                     break
             if draws >= max_draws:
                 raise ValueError(
-                    f"{self.name}: found only {len(out)} distinct held-out prompts in {draws} draws, "
+                    f"{self.name}: found only {len(out)} distinct held-out prompts in {draws} "
+                    "draws, "
                     f"fewer than the {n} asked for; this difficulty has too few distinct problems "
                     f"for that test size: lower test_size or raise the difficulty ({self.config})")
         self._test_cache = out

@@ -31,7 +31,8 @@ from .registry import register
 
 _OPS = {ast.Add: ("+", operator.add), ast.Sub: ("-", operator.sub),
         ast.Mult: ("*", operator.mul), ast.Div: ("/", operator.truediv)}
-_ALLOWED_CHARS = re.compile(r"[0-9+\-*/() ]+")  # rules out floats, 1_000, names, ** is caught by ast
+# Rules out floats, 1_000 and names before ast sees the text; ast then rejects ** and //.
+_ALLOWED_CHARS = re.compile(r"[0-9+\-*/() ]+")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,10 +155,10 @@ class Countdown(GeneratedTask):
         a unary minus (sympy writes `-2 + 9`) or a non-integer intermediate, which would
         teach a format our verifier rejects or fractions in the scratchpad."""
         numbers, target = list(item["metadata"]["numbers"]), int(item["metadata"]["target"])
-        expression = compact(item["answer"])
         try:
+            expression = compact(item["answer"])
             value, _, steps = evaluate(expression, self.config.operators)
-        except _Invalid:
+        except (SyntaxError, _Invalid):
             return None
         if value != target or any("/" in s.split("=")[1] for s in steps):
             return None

@@ -40,9 +40,8 @@ class GSM8KConfig(TaskConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("path", "test_path"):
-            value = getattr(self, name)
-            if not (isinstance(value, str) and value) and not (name == "test_path" and value is None):
+        for name, value in (("path", self.path), ("test_path", self.test_path)):
+            if not (isinstance(value, str) and value) and (name == "path" or value is not None):
                 raise ValueError(f"{name} must be a file path string, got {value!r}")
         if self.max_steps is not None:
             check_int("max_steps", self.max_steps, lo=1)
@@ -54,8 +53,9 @@ def load_jsonl(path: str, strip_calculator: bool = True) -> list[Example]:
     """Examples from a GSM8K-format file; errors name the file, the line and the problem."""
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"gsm8k: dataset file not found: {path} (expected a local JSONL "
-                                "file, one {\"question\": ..., \"answer\": \"... #### N\"} per line)")
+        raise FileNotFoundError(
+            f"gsm8k: dataset file not found: {path} (expected a local JSONL file, "
+            'one {"question": ..., "answer": "... #### N"} per line)')
     out = []
     with file.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):

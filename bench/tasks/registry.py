@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any
 
 from .base import Task
@@ -54,7 +54,12 @@ def get(name: str, difficulty: str | None = None, **params: Any) -> Task:
     if difficulty not in cls.presets:
         raise ValueError(_unknown(f"difficulty for task {name!r}", difficulty, list(cls.presets)))
     _check_params(name, cls, params, "")
-    return cls(cls.Config(**{**cls.presets[difficulty], **params}))
+    merged = {**cls.presets[difficulty], **params}
+    missing = [f.name for f in fields(cls.Config) if f.init and f.name not in merged
+               and f.default is MISSING and f.default_factory is MISSING]
+    if missing:
+        raise ValueError(f"task {name!r} needs the parameter(s) {', '.join(missing)}")
+    return cls(cls.Config(**merged))
 
 
 def _check_params(name: str, cls: type[Task], params: dict[str, Any], where: str) -> None:
