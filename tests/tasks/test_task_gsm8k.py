@@ -2,6 +2,7 @@
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,8 @@ def test_separate_test_file_is_excluded_from_train(tmp_path):
     task = tasks.get("gsm8k", path=str(train_file), test_path=str(test_file))
     assert len(task.split("test")) == 10 and len(task.split("train")) == 25
     assert not {e.prompt for e in task.split("train")} & {e.prompt for e in task.split("test")}
+    assert all(task.in_test(e.prompt) for e in task.split("test"))
+    assert not any(task.in_test(e.prompt) for e in task.split("train"))
 
 
 def test_solution_answer_and_steps(data):
@@ -84,6 +87,17 @@ def test_scoring_with_math_verify(data):
     for malformed in ("", "####", "#### abc", "#### \\frac{", "#### $$", "x" * 1_000_000,
                       "#### " + "9" * 1_000_000, "#### )(}{", None):
         assert task.score(malformed, ex) == 0.0
+
+
+def test_answers_that_would_hang_sympy_score_zero_at_once(data):
+    """Without a timeout (off the main thread there is none), sympy never finishes 10^10^10."""
+    task = tasks.get("gsm8k", path=str(data))
+    ex = task.split("test")[0]
+    for bomb in ("10^10^10", f"{ex.answer}+0*10^10^10", "9**9**9", "$9^{9^{9^9}}$",
+                 "\\binom{9999999999}{99999}", "(10^10)!", "\\Gamma(10^9)"):
+        start = time.perf_counter()
+        assert task.score(f"#### {bomb}", ex) == 0.0
+        assert time.perf_counter() - start < 2.0, bomb
 
 
 def test_scoring_works_off_the_main_thread(data):
