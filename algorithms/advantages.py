@@ -44,7 +44,7 @@ def outcome(batch: Rollouts, penalty: Tensor | None) -> Tensor:
 
 def broadcast(a: Tensor, mask: Tensor) -> Tensor:
     """(B,) -> (B, T), zero on padding."""
-    return torch.where(mask.bool(), a[:, None].expand(mask.shape), torch.zeros((), dtype=a.dtype))
+    return torch.where(mask.bool(), a[:, None].expand(mask.shape), 0.0)
 
 
 def group_stats(r: Tensor, group: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -71,9 +71,9 @@ def whiten(x: Tensor, mask: Tensor, eps: float) -> Tensor:
     """(x − mean) / (std + eps) over the valid tokens of the batch (Bessel std), 0 on padding."""
     m = mask.bool()
     n = m.sum()
-    mean = torch.where(m, x, 0).sum() / n.clamp_min(1)
-    var = (torch.where(m, x - mean, 0) ** 2).sum() / (n - 1).clamp_min(1)
-    return torch.where(m, (x - mean) / (var.sqrt() + eps), 0)
+    mean = torch.where(m, x, 0.0).sum() / n.clamp_min(1)
+    var = (torch.where(m, x - mean, 0.0) ** 2).sum() / (n - 1).clamp_min(1)
+    return torch.where(m, (x - mean) / (var.sqrt() + eps), 0.0)
 
 
 def token_rewards(r: Tensor, mask: Tensor, penalty: Tensor | None) -> Tensor:
@@ -94,7 +94,7 @@ def discounted_returns(rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
     run = torch.zeros_like(rewards[:, 0])
     for t in reversed(range(rewards.shape[1])):
         run = torch.where(m[:, t], rewards[:, t] + gamma * run, run)
-        out[:, t] = torch.where(m[:, t], run, 0)
+        out[:, t] = torch.where(m[:, t], run, 0.0)
     return out
 
 
@@ -111,7 +111,7 @@ def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lam: Tensor
     next_a = torch.zeros_like(rewards[:, 0])
     for t in reversed(range(rewards.shape[1])):
         a = rewards[:, t] + gamma * next_v - values[:, t] + gamma * lam * next_a
-        out[:, t] = torch.where(m[:, t], a, 0)
+        out[:, t] = torch.where(m[:, t], a, 0.0)
         next_v = torch.where(m[:, t], values[:, t], next_v)
         next_a = torch.where(m[:, t], a, next_a)
     return out
@@ -226,7 +226,7 @@ class GAEBase(Advantage):
             raise ValueError(f"{self.tag} advantages need Rollouts.values (critic values at "
                              "sampling time; recipe.needs.critic)")
         r = batch.rewards.to(batch.logp_old.dtype)
-        values = torch.where(batch.mask.bool(), batch.values.to(r.dtype).detach(), 0)
+        values = torch.where(batch.mask.bool(), batch.values.to(r.dtype).detach(), 0.0)
         return gae(token_rewards(r, batch.mask, penalty), values, batch.mask, self.gamma, lam)
 
     def compute(self, batch: Rollouts, penalty: Tensor | None = None) -> Tensor:
@@ -236,7 +236,7 @@ class GAEBase(Advantage):
     def returns(self, batch: Rollouts, penalty: Tensor | None, lam: float) -> Tensor:
         """(B, T) value targets Â(λ) + V_old (never whitened), zero on padding."""
         a = self.raw(batch, penalty, lam)
-        return torch.where(batch.mask.bool(), a + batch.values.to(a.dtype).detach(), 0)
+        return torch.where(batch.mask.bool(), a + batch.values.to(a.dtype).detach(), 0.0)
 
 
 @part("gae")

@@ -19,11 +19,21 @@ from .parts import Part, fail, nonnegative, part, positive
 
 Stats = dict[str, Tensor]
 
+# Numerical guard, not a tuning knob: |δ| is clamped at 20 (ρ ∈ [2e-9, 5e8], verl's value) before
+# exponentiating, so one wild token cannot turn into inf · 0 = NaN in the backward pass. It changes
+# nothing unless a token's probability moved by a factor of 5e8.
+MAX_LOG_RATIO = 20.0
+
+
+def log_ratio(logp: Tensor, logp_old: Tensor) -> Tensor:
+    """(B, T) δ = log π_θ − log π_old (π_old detached), clamped to ±MAX_LOG_RATIO."""
+    return (logp - logp_old.detach()).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
+
 
 def token_mean(x: Tensor, m: Tensor) -> Tensor:
     """Mean of x over valid tokens (0 when there are none), detached, in float."""
     x = x.detach().to(torch.float64) if not x.is_floating_point() else x.detach()
-    return torch.where(m, x, 0).sum() / m.sum().clamp_min(1)
+    return torch.where(m, x, 0.0).sum() / m.sum().clamp_min(1)
 
 
 def ratio_stats(ratio: Tensor, m: Tensor) -> Stats:
@@ -46,7 +56,7 @@ def clip_stats(low: Tensor | None, high: Tensor | None, m: Tensor, like: Tensor)
 
 def seq_log_ratio(delta: Tensor, m: Tensor, normalise: bool) -> Tensor:
     """(B,) Σ_t m δ (full sequence ratio, log) or its mean over the completion (geometric mean)."""
-    s = torch.where(m, delta, 0).sum(-1)
+    s = torch.where(m, delta, 0.0).sum(-1)
     return s / m.sum(-1).clamp_min(1) if normalise else s
 
 
@@ -75,13 +85,13 @@ class PPOClip(Objective):
         for name in ("eps_low", "eps_high"):
             nonnegative(f"PPOClip.{name}", getattr(self, name))
         if self.eps_low > 1:
-            fail("PPOClip.eps_low", f"must be <= 1 (the lower bound 1 − eps_low is a ratio), got {self.eps_low!r}")
+            fail("PPOClip.eps_low", f"must be <= 1 (1 − eps_low is a ratio), got {self.eps_low!r}")
         if self.dual_clip is not None and not self.dual_clip > 1:
             fail("PPOClip.dual_clip", f"must be > 1 or None, got {self.dual_clip!r}")
 
     def per_token(self, logp, logp_old, adv, mask):
         m = mask.bool()
-        ratio = torch.exp(logp - logp_old.detach())
+        ratio = torch.exp(log_ratio(logp, logp_old))
         loss = -torch.min(ratio * adv, ratio.clamp(1 - self.eps_low, 1 + self.eps_high) * adv)
         if self.dual_clip is not None:
             loss = torch.where(adv < 0, torch.min(loss, -self.dual_clip * adv), loss)
@@ -107,7 +117,7 @@ class GSPO(Objective):
 
     def per_token(self, logp, logp_old, adv, mask):
         m = mask.bool()
-        delta = logp - logp_old.detach()
+        delta = log_ratio(logp, logp_old)
         log_s = seq_log_ratio(delta.detach(), m, normalise=True)
         w = torch.exp(log_s[:, None] + logp - logp.detach())
         loss = -torch.min(w * adv, w.clamp(1 - self.eps_low, 1 + self.eps_high) * adv)
@@ -117,7 +127,7 @@ class GSPO(Objective):
         stats = clip_stats(low, high, m, logp)
         valid = m.any(-1)
         per_seq = token_mean_rows(low | high, m)
-        stats["policy/clip_frac_seq"] = (torch.where(valid, per_seq, 0).sum()
+        stats["policy/clip_frac_seq"] = (torch.where(valid, per_seq, 0.0).sum()
                                          / valid.sum().clamp_min(1)).to(logp.dtype)
         return loss, {**stats, **ratio_stats(torch.exp(delta), m)}
 
@@ -136,11 +146,12 @@ class CISPO(Objective):
         if self.ratio_min is not None:
             nonnegative("CISPO.ratio_min", self.ratio_min)
             if not self.ratio_min < self.ratio_max:
-                fail("CISPO.ratio_min", f"must be < ratio_max ({self.ratio_max!r}), got {self.ratio_min!r}")
+                fail("CISPO.ratio_min",
+                     f"must be < ratio_max ({self.ratio_max!r}), got {self.ratio_min!r}")
 
     def per_token(self, logp, logp_old, adv, mask):
         m = mask.bool()
-        ratio = torch.exp(logp - logp_old.detach())
+        ratio = torch.exp(log_ratio(logp, logp_old))
         weight = ratio.detach().clamp(min=self.ratio_min, max=self.ratio_max)
         loss = -weight * adv * logp
         high = ratio > self.ratio_max
@@ -160,7 +171,7 @@ class TOPR(Objective):
 
     def per_token(self, logp, logp_old, adv, mask):
         m = mask.bool()
-        delta = logp - logp_old.detach()
+        delta = log_ratio(logp, logp_old)
         log_S = seq_log_ratio(delta.detach(), m, normalise=self.ratio == "length_normalised")[:, None]
         taper = torch.exp(log_S.clamp(max=0.0)).expand_as(logp)
         weight = torch.where(adv >= 0, torch.ones_like(taper), taper)
@@ -175,5 +186,5 @@ class ISPG(Objective):
 
     def per_token(self, logp, logp_old, adv, mask):
         m = mask.bool()
-        ratio = torch.exp(logp - logp_old.detach())
+        ratio = torch.exp(log_ratio(logp, logp_old))
         return -ratio * adv, {**clip_stats(None, None, m, logp), **ratio_stats(ratio, m)}

@@ -9,6 +9,7 @@ JSON writes, so two parts with no fields never collide. `__post_init__` validate
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -31,6 +32,7 @@ def part(tag: str, *, kw_only: bool = False):
     return wrap
 
 
+@functools.cache
 def hints(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 

@@ -174,7 +174,8 @@ class Recipe(Part):
         stats["loss/policy"] = total.detach()
 
         kl_tok = self.kl.loss_term(logp, batch.logp_ref)
-        kl_loss = aggregate(kl_tok, m, w) if kl_tok is not None else torch.zeros((), dtype=logp.dtype)
+        kl_loss = (aggregate(kl_tok, m, w) if kl_tok is not None
+                   else torch.zeros((), dtype=logp.dtype, device=logp.device))
         total = total + kl_loss
         stats["loss/kl"] = kl_loss.detach()
         if batch.logp_ref is not None:

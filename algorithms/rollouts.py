@@ -26,6 +26,9 @@ class Rollouts:
     baseline_rewards  (B,)   e.g. ReMax's greedy-rollout rewards, or None
     truncated         (B,)   bool, hit L_max without EOS, or None
     correct           (B,)   bool verifier verdict, or None (then `rewards > 0` where needed)
+
+    Padding entries of the (B, T) tensors (and of logp passed to the loss) must be finite, e.g. 0:
+    they are masked out of every result, but a NaN or inf there would still poison gradients.
     """
 
     rewards: Tensor

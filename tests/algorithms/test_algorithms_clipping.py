@@ -134,3 +134,15 @@ def test_is_pg_never_clips():
                                         torch.tensor([[-1.0, 1.0]], dtype=F64))
     assert stats["policy/clip_frac_low"].item() == stats["policy/clip_frac_high"].item() == 0.0
     assert stats["policy/ratio_max"].item() == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("objective", [PPOClip(0.2, 0.28), GSPO(), CISPO(), ISPG(), TOPR()], ids=str)
+def test_a_wild_token_gives_no_nan(objective):
+    logp = torch.tensor([[-0.1, -1.0], [-2.0, -0.5]], dtype=torch.float32, requires_grad=True)
+    logp_old = torch.tensor([[-200.0, -1.0], [-2.0, -300.0]], dtype=torch.float32)   # δ = 200
+    batch = batch_from(logp_old.to(F64), torch.ones(2, 2, dtype=F64)).replace(logp_old=logp_old)
+    adv = torch.tensor([[1.0, 1.0], [-1.0, -1.0]])
+    loss, stats = recipe_with(objective).loss(logp, batch, adv)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+    assert all(torch.isfinite(v) for k, v in stats.items() if not k.endswith(("_max", "_min")))
