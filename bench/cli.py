@@ -49,6 +49,32 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    import algorithms
+    from bench import models, tasks
+    from bench.config import Budget, RunConfig
+    from bench.engine.trainer import Trainer
+
+    tasks.get(args.task)  # fail fast on bad names, before any work
+    models.get(args.scale)
+    cfg = RunConfig(recipe=algorithms.get(args.recipe), task=args.task, scale=args.scale,
+                    budget=Budget.parse(args.budget), seed=args.seed, device=args.device, threads=args.threads)
+    if args.set:
+        cfg = cfg.with_overrides(args.set)
+    root = Path(args.results) if args.results else None
+    print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}")
+    res = Trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
+                  save_checkpoint=args.save_checkpoint).run()
+    f = res.final
+    print(f"status: {res.status}{' (' + res.reason + ')' if res.reason else ''}")
+    if f:
+        print(f"final held-out greedy accuracy {f.get('eval/acc_greedy', float('nan')):.3f}, "
+              f"avg@k {f.get('eval/avg_k', float('nan')):.3f}, pass@k {f.get('eval/pass_k', float('nan')):.3f}, "
+              f"mean length {f.get('eval/len_mean', float('nan')):.1f}")
+    print(f"results: {res.path}")
+    return 0 if res.status == "finished" else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench", description="grpo-bench: matched-compute comparisons of GRPO-family RL algorithms.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -68,6 +94,25 @@ def build_parser() -> argparse.ArgumentParser:
     ws.add_argument("--device", default="cpu")
     ws.add_argument("--cache", default=None, help="cache directory (default: $BENCH_CACHE or ~/.cache/grpo-bench)")
     ws.set_defaults(func=_cmd_warmstart)
+
+    run = sub.add_parser("run", help="train one recipe on one task and scale for a compute budget",
+                         description="Train one recipe end to end on the shared engine: warm start, rollouts, "
+                                     "updates, held-out evaluations at fixed fractions of the budget. Writes "
+                                     "results/runs/<run_id>/ (run.json, steps.parquet, evals.parquet).")
+    run.add_argument("--recipe", required=True, help="recipe name (see `bench list recipes`)")
+    run.add_argument("--task", required=True, help="task name (see `bench list tasks`)")
+    run.add_argument("--scale", required=True, help="scale name or a local HF model directory")
+    run.add_argument("--budget", required=True, help="compute budget: FLOPs (2e12), or with a unit: 40steps, 5e5tokens")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--set", action="append", metavar="PATH=VALUE", default=[],
+                     help="override a config field, e.g. train.lr=1e-4, recipe.objective.eps_high=0.28, "
+                          "eval.every=0.25 (repeatable)")
+    run.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    run.add_argument("--device", default="cpu")
+    run.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    run.add_argument("--save-checkpoint", action="store_true", help="save the final policy in transformers format")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(func=_cmd_run)
     return p
 
 
@@ -75,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, KeyError) as e:
+    except (ValueError, FileNotFoundError, LookupError) as e:
         # bad input: one clear line, no traceback
         print(f"bench {args.command}: error: {e}", file=sys.stderr)
         return 2

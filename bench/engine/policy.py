@@ -53,12 +53,14 @@ def sequence_logprobs(
     completion: torch.Tensor,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs (B, T) of `completion` after left-padded prompts (B, P).
 
     One forward over prompt+completion; logits only for the completion positions
     (`logits_to_keep`), so the vocab projection costs T, not P+T, positions. Entropy (B, T) of
-    the tempered distribution is returned when asked (metric only, no extra forward).
+    the tempered distribution is returned when asked (no extra forward; detached unless
+    `entropy_grad`).
     """
     T = completion.shape[1]
     ids = torch.cat([prompt_ids, completion], 1)
@@ -70,7 +72,7 @@ def sequence_logprobs(
     logprobs = logits.log_softmax(-1)
     logp = logprobs.gather(-1, completion[..., None]).squeeze(-1)
     entropy = None
-    if with_entropy:
-        with torch.no_grad():
+    if with_entropy:  # with gradient only for an entropy bonus; as a metric it is detached
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy = -(logprobs.exp() * logprobs).sum(-1)
     return logp, entropy

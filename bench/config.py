@@ -1,0 +1,213 @@
+"""RunConfig: everything that determines a run, frozen, validated, hashed into its id.
+
+A run id hashes the canonical JSON of the config (recipe parts with their type tags included);
+execution settings that do not change the result's meaning (device, threads) are left out of it.
+`config_id` leaves the seed out too, so seeds of one configuration group together.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import algorithms
+from bench.engine.evaluate import EvalConfig
+from bench.warmstart import WarmStartConfig
+
+BudgetKind = Literal["flops", "steps", "tokens"]
+_BUDGET_RE = re.compile(r"^\s*([0-9.eE+]+)\s*(flops|steps|tokens)?\s*$")
+
+
+@dataclass(frozen=True)
+class Budget:
+    value: float
+    kind: BudgetKind = "flops"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("flops", "steps", "tokens"):
+            raise ValueError(f"budget kind must be one of flops, steps, tokens; got {self.kind!r}")
+        if not self.value > 0:
+            raise ValueError(f"budget must be > 0, got {self.value}")
+
+    @classmethod
+    def parse(cls, text: str | float | int) -> Budget:
+        """'2e12' or '2e12flops', '40steps', '5e5tokens' (generated tokens)."""
+        if isinstance(text, (int, float)):
+            return cls(float(text))
+        m = _BUDGET_RE.match(str(text))
+        if not m:
+            raise ValueError(f"budget {text!r}: expected a number with an optional unit flops|steps|tokens, e.g. 2e12 or 40steps")
+        try:
+            value = float(m.group(1))
+        except ValueError:
+            raise ValueError(f"budget {text!r}: {m.group(1)!r} is not a number") from None
+        return cls(value, m.group(2) or "flops")
+
+    def __str__(self) -> str:
+        return f"{self.value:g}{self.kind}"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    prompts_per_step: int = 16  # prompt groups per rollout batch
+    group_size: int = 8  # completions per prompt (G)
+    max_new_tokens: int | None = None  # None: the task's cap
+    temperature: float = 1.0
+    top_p: float = 1.0
+    lr: float = 2e-4
+    critic_lr: float = 5e-4
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    warmup_steps: int = 0
+    schedule: Literal["constant", "cosine"] = "constant"
+    micro_batch_size: int = 64  # rows per forward/backward; memory only, never changes the gradient
+
+    def __post_init__(self) -> None:
+        for f in ("prompts_per_step", "group_size", "micro_batch_size"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"train.{f} must be > 0, got {getattr(self, f)}")
+        if self.max_new_tokens is not None and self.max_new_tokens <= 0:
+            raise ValueError(f"train.max_new_tokens must be > 0, got {self.max_new_tokens}")
+        for f in ("temperature", "lr", "critic_lr"):
+            if not getattr(self, f) > 0:
+                raise ValueError(f"train.{f} must be > 0, got {getattr(self, f)}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"train.top_p must be in (0, 1], got {self.top_p}")
+        if self.weight_decay < 0 or self.grad_clip < 0 or self.warmup_steps < 0:
+            raise ValueError("train.weight_decay, train.grad_clip and train.warmup_steps must be >= 0")
+        if self.schedule not in ("constant", "cosine"):
+            raise ValueError(f"train.schedule must be 'constant' or 'cosine', got {self.schedule!r}")
+
+
+@dataclass(frozen=True)
+class EvalSchedule:
+    every: float = 0.1  # evaluate at every `every` fraction of the budget (and at 0 and 1)
+    n_examples: int = 200
+    k: int = 4
+    temperature: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.every <= 1 or abs(round(1 / self.every) * self.every - 1) > 1e-9:
+            raise ValueError(f"eval.every must be 1/n for an integer n >= 1 (e.g. 0.1, 0.25), got {self.every}")
+        EvalConfig(n_examples=self.n_examples, k=self.k, temperature=self.temperature)  # validates
+
+    @property
+    def fractions(self) -> list[float]:
+        n = round(1 / self.every)
+        return [i / n for i in range(n + 1)]
+
+    def eval_config(self) -> EvalConfig:
+        return EvalConfig(n_examples=self.n_examples, k=self.k, temperature=self.temperature)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    recipe: Any  # algorithms.Recipe
+    task: str
+    scale: str
+    budget: Budget
+    seed: int = 0
+    task_params: dict = field(default_factory=dict)
+    train: TrainConfig = TrainConfig()
+    eval: EvalSchedule = EvalSchedule()
+    warmstart: WarmStartConfig = WarmStartConfig()
+    rollout: Literal["native"] = "native"
+    tags: dict = field(default_factory=dict)  # free-form labels (suite, cell, study, trial); not hashed
+    device: str = "cpu"  # execution settings: recorded, not hashed
+    threads: int = 0
+
+    def __post_init__(self) -> None:
+        if self.rollout not in ("native",):
+            raise ValueError(f"rollout {self.rollout!r} is not available; valid: native")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
+
+    # -- canonical form -------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "recipe": json.loads(self.recipe.to_json()),
+            "task": self.task,
+            "task_params": dict(sorted(self.task_params.items())),
+            "scale": self.scale,
+            "budget": dataclasses.asdict(self.budget),
+            "seed": self.seed,
+            "train": dataclasses.asdict(self.train),
+            "eval": dataclasses.asdict(self.eval),
+            "warmstart": dataclasses.asdict(self.warmstart),
+            "rollout": self.rollout,
+            "tags": dict(self.tags),
+            "device": self.device,
+            "threads": self.threads,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown run config keys {sorted(unknown)}; valid: {sorted(known)}")
+        d = dict(d)
+        d["recipe"] = algorithms.from_json(json.dumps(d["recipe"])) if isinstance(d["recipe"], dict) else d["recipe"]
+        d["budget"] = Budget(**d["budget"]) if isinstance(d["budget"], dict) else Budget.parse(d["budget"])
+        for key, typ in (("train", TrainConfig), ("eval", EvalSchedule), ("warmstart", WarmStartConfig)):
+            if key in d and isinstance(d[key], dict):
+                d[key] = _build(typ, d[key], key)
+        return cls(**d)
+
+    def _hashed(self, with_seed: bool) -> str:
+        d = self.to_dict()
+        for k in ("tags", "device", "threads") + (() if with_seed else ("seed",)):
+            d.pop(k)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
+
+    @property
+    def run_id(self) -> str:
+        return self._hashed(with_seed=True)
+
+    @property
+    def config_id(self) -> str:
+        return self._hashed(with_seed=False)
+
+    def with_overrides(self, assignments: list[str]) -> RunConfig:
+        """Apply `path=value` overrides, e.g. train.lr=1e-4, recipe.objective.eps_high=0.28."""
+        d = self.to_dict()
+        for a in assignments:
+            if "=" not in a:
+                raise ValueError(f"override {a!r}: expected path=value, e.g. train.lr=1e-4")
+            path, raw = a.split("=", 1)
+            set_path(d, path.strip(), parse_value(raw.strip()))
+        return RunConfig.from_dict(d)
+
+
+def _build(typ, values: dict, where: str):
+    known = {f.name for f in dataclasses.fields(typ)}
+    unknown = set(values) - known
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; valid: {sorted(known)}")
+    return typ(**values)
+
+
+def parse_value(raw: str) -> Any:
+    """JSON when it parses (numbers, true/false/null, lists), else the plain string."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def set_path(d: dict, path: str, value: Any) -> None:
+    keys = path.split(".")
+    cur = d
+    for i, k in enumerate(keys[:-1]):
+        if not isinstance(cur, dict) or k not in cur or not isinstance(cur[k], dict):
+            here = ".".join(keys[: i + 1])
+            valid = sorted(cur) if isinstance(cur, dict) else []
+            raise ValueError(f"override {path!r}: no section {here!r}; valid here: {valid}")
+        cur = cur[k]
+    last = keys[-1]
+    if last not in cur and not path.startswith(("task_params.", "tags.")):
+        raise ValueError(f"override {path!r}: unknown field {last!r}; valid: {sorted(k for k in cur if k != 'type')}")
+    cur[last] = value

@@ -1,0 +1,417 @@
+"""The training engine: one loop for every recipe.
+
+Read top to bottom: `Trainer.run` evaluates the warm start, then repeats `step` until the compute
+budget is spent, evaluating at fixed fractions of it. A step is
+
+    rollout (+ greedy baselines, + refill rounds)  → verifier rewards → recipe.shape → recipe.keep
+    → reference (+ critic) forward passes → recipe.advantages (+ returns)
+    → epochs × mini-batches optimizer updates, each micro-batched → metrics (one .item() pass)
+
+Everything an algorithm needs is read from `recipe.needs`; there is no branch on a recipe's name.
+Every forward and backward pass is charged to the ledger (see ledger.py for the formulas).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+import algorithms
+from algorithms.stats import rule as stat_rule
+from bench import models, results, tasks
+from bench.config import RunConfig
+from bench.engine.critic import ValueModel
+from bench.engine.evaluate import evaluate
+from bench.engine.ledger import Ledger, ModelShape
+from bench.engine.policy import Policy, sequence_logprobs
+from bench.engine.rollout import NativeBackend, SamplingParams, left_pad
+from bench.warmstart import warm_start
+
+TRAIN_POOL = 4096  # distinct training prompts per run, cycled in a seeded order
+
+
+class Diverged(RuntimeError):
+    """A NaN or inf in the loss or the gradients; the run ends with status `diverged`."""
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str  # finished | diverged | failed
+    path: Path
+    final: dict = field(default_factory=dict)  # the last evaluation's metrics
+    reason: str = ""
+
+
+@dataclass
+class Batch:
+    """One step's training rows: prompts (left-padded), completions (right-padded), Rollouts."""
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    tokens: torch.Tensor
+    rollouts: algorithms.Rollouts
+
+
+def _pad_cat(ts: list[torch.Tensor], value: float) -> torch.Tensor:
+    width = max(t.shape[1] for t in ts)
+    return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value) for t in ts])
+
+
+def _left_pad_cat(ts: list[torch.Tensor], value: float) -> torch.Tensor:
+    width = max(t.shape[1] for t in ts)
+    return torch.cat([torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value) for t in ts])
+
+
+def _nanmean(x: torch.Tensor) -> float:
+    return x.float().mean().item() if x.numel() else math.nan
+
+
+class Trainer:
+    def __init__(self, cfg: RunConfig, root: Path | None = None, log=None, progress: bool = False,
+                 save_checkpoint: bool = False):
+        self.cfg = cfg
+        self.save_checkpoint = save_checkpoint
+        self.root = Path(root) if root else results.default_root()
+        self.log = log or (lambda msg: None)
+        self.progress = progress
+        self.recipe = cfg.recipe
+        self.needs = cfg.recipe.needs
+
+    # ---------------------------------------------------------------- set-up
+    def _setup(self) -> None:
+        cfg, dev = self.cfg, self.cfg.device
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        self.task = tasks.get(cfg.task, **cfg.task_params)
+        self.scale = models.get(cfg.scale)
+        self.ws = warm_start(self.task, self.scale, cfg.warmstart, device=dev, log=self.log)
+        self.policy: Policy = self.ws.load(dev)
+        self.reference = self.ws.load(dev).model.eval().requires_grad_(False)
+        self.shape = ModelShape.of(self.policy.model)
+        self.backend = NativeBackend(self.policy.model, self.policy.pad_id, self.policy.eos_id)
+        self.max_new = cfg.train.max_new_tokens or self.task.max_new_tokens
+        tc = cfg.train
+        self.opt = torch.optim.AdamW(self.policy.model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
+        self.critic = None
+        if self.needs.critic:
+            self.critic = ValueModel(str(self.ws.path), device=dev)
+            self.critic_shape = ModelShape.of(self.critic)
+            self.critic_opt = torch.optim.AdamW(self.critic.parameters(), lr=tc.critic_lr, weight_decay=tc.weight_decay)
+        self.ledger = Ledger()
+        self.train_pool = self.task.split("train", n=TRAIN_POOL)
+        self.test = self.task.split("test")
+        self._order = torch.Generator().manual_seed(cfg.seed)
+        self._queue: list[int] = []
+
+    def _lr_scale(self, step: int, frac: float) -> float:
+        tc = self.cfg.train
+        warm = min(1.0, (step + 1) / tc.warmup_steps) if tc.warmup_steps else 1.0
+        if tc.schedule == "cosine":
+            return warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+        return warm
+
+    def _next_examples(self, n: int) -> list:
+        out = []
+        while len(out) < n:
+            if not self._queue:
+                self._queue = torch.randperm(len(self.train_pool), generator=self._order).tolist()
+            out.append(self.train_pool[self._queue.pop()])
+        return out
+
+    def _fraction(self) -> float:
+        b = self.cfg.budget
+        spent = {"flops": self.ledger.flops, "steps": self._step, "tokens": self.ledger.gen_tokens}[b.kind]
+        return spent / b.value
+
+    # ---------------------------------------------------------------- rollouts
+    def _seed(self, step: int, rnd: int) -> int:
+        return (self.cfg.seed * 1_000_003 + step * 1_009 + rnd) % (2**62)
+
+    def _generate_round(self, step: int, rnd: int, group_offset: int) -> dict:
+        """One round: prompts_per_step prompts × G samples, scored, shaped, filtered."""
+        tc = self.cfg.train
+        examples = self._next_examples(tc.prompts_per_step)
+        prompts = self.policy.encode_prompts([e.prompt for e in examples])
+        G = tc.group_size
+        rep = [p for p in prompts for _ in range(G)]
+        params = SamplingParams(self.max_new, tc.temperature, tc.top_p, seed=self._seed(step, rnd))
+        gen = self.backend.generate(rep, params)
+        self.ledger.generation(self.shape, map(len, rep), gen.lengths.tolist())
+        texts = self.policy.decode(gen.tokens, gen.mask)
+        ex_rows = [e for e in examples for _ in range(G)]
+        correct = torch.tensor([self.task.score(t, e) >= 1.0 for t, e in zip(texts, ex_rows)])
+        rewards = correct.to(torch.float32)
+        group = torch.arange(group_offset, group_offset + len(examples)).repeat_interleave(G)
+        baseline = None
+        if self.needs.greedy_baseline:  # ReMax: one greedy rollout per prompt, paid for
+            greedy = self.backend.generate(prompts, SamplingParams(self.max_new, greedy=True, seed=0))
+            self.ledger.generation(self.shape, map(len, prompts), greedy.lengths.tolist())
+            gtexts = self.policy.decode(greedy.tokens, greedy.mask)
+            base = torch.tensor([float(self.task.score(t, e) >= 1.0) for t, e in zip(gtexts, examples)])
+            baseline = base.repeat_interleave(G)
+        raw = algorithms.Rollouts(
+            rewards=rewards, group=group, mask=gen.mask, logp_old=gen.logp, max_new_tokens=self.max_new,
+            baseline_rewards=baseline, truncated=gen.truncated, correct=correct)
+        shaped = self.recipe.shape(raw)
+        keep = self.recipe.keep(shaped)
+        pids, patt = left_pad(rep, self.policy.pad_id)
+        return {"prompt_ids": pids, "prompt_mask": patt, "tokens": gen.tokens, "raw": raw, "shaped": shaped,
+                "keep": keep, "n_groups": len(examples)}
+
+    def _collect(self, step: int) -> tuple[Batch | None, dict]:
+        """Rollouts for one step: refill rounds while the recipe asks for them (dynamic sampling)."""
+        rounds: list[dict] = []
+        kept_groups = 0
+        target = self.cfg.train.prompts_per_step
+        while True:
+            r = self._generate_round(step, len(rounds), group_offset=len(rounds) * target)
+            rounds.append(r)
+            kept_groups += int(r["keep"].sum()) // self.cfg.train.group_size
+            if not self.needs.refill or kept_groups >= target or len(rounds) >= self.needs.max_generation_rounds:
+                break
+        info = self._sample_metrics(rounds)
+        # concatenate kept rows of every round; with refill, stop at `target` groups
+        sel = [(r, torch.nonzero(r["keep"]).squeeze(-1)) for r in rounds]
+        sel = [(r, idx) for r, idx in sel if idx.numel()]
+        if not sel:
+            return None, info
+        pids = _left_pad_cat([r["prompt_ids"][i] for r, i in sel], self.policy.pad_id)
+        patt = _left_pad_cat([r["prompt_mask"][i] for r, i in sel], 0)
+        toks = _pad_cat([r["tokens"][i] for r, i in sel], self.policy.pad_id)
+        parts = [r["shaped"].select(i) for r, i in sel]
+        mask = _pad_cat([p.mask for p in parts], 0.0)
+        roll = algorithms.Rollouts(
+            rewards=torch.cat([p.rewards for p in parts]), group=torch.cat([p.group for p in parts]),
+            mask=mask, logp_old=_pad_cat([p.logp_old for p in parts], 0.0), max_new_tokens=self.max_new,
+            baseline_rewards=torch.cat([p.baseline_rewards for p in parts]) if parts[0].baseline_rewards is not None else None,
+            truncated=torch.cat([p.truncated for p in parts]), correct=torch.cat([p.correct for p in parts]))
+        if self.needs.refill:  # keep the first `target` groups; surplus of the last round is dropped
+            take = torch.isin(roll.group, torch.unique_consecutive(roll.group)[:target])
+            if take.sum() < roll.size:
+                roll, pids, patt, toks = roll.select(take), pids[take], patt[take], toks[take]
+        # trim padding columns that no kept row uses
+        width = max(1, int(roll.mask.sum(-1).max().item()))
+        toks = toks[:, :width]
+        roll = roll.replace(mask=roll.mask[:, :width], logp_old=roll.logp_old[:, :width])
+        info["filter/kept_frac"] = roll.size / sum(r["keep"].numel() for r in rounds)
+        return Batch(pids, patt, toks, roll), info
+
+    def _sample_metrics(self, rounds: list[dict]) -> dict:
+        """Metrics of everything sampled this step (all rounds, before filtering): what the policy does."""
+        raw = [r["raw"] for r in rounds]
+        rew = torch.cat([r["shaped"].rewards for r in rounds]).float()
+        correct = torch.cat([b.correct for b in raw])
+        lengths = torch.cat([b.mask.sum(-1) for b in raw])
+        trunc = torch.cat([b.truncated for b in raw]).float()
+        G = self.cfg.train.group_size
+        zero_std = [(b.rewards.view(-1, G).amax(1) == b.rewards.view(-1, G).amin(1)).float() for b in raw]
+        return {
+            "reward/mean": _nanmean(rew), "reward/std": rew.std().item() if rew.numel() > 1 else math.nan,
+            "acc/train": _nanmean(correct.float()), "len/mean": _nanmean(lengths),
+            "len/correct": _nanmean(lengths[correct]), "len/incorrect": _nanmean(lengths[~correct]),
+            "len/truncated_frac": _nanmean(trunc), "adv/zero_std_group_frac": _nanmean(torch.cat(zero_std)),
+            "filter/generation_rounds": float(len(rounds)),
+        }
+
+    # ---------------------------------------------------------------- forward passes
+    def _chunks(self, n: int):
+        mb = self.cfg.train.micro_batch_size
+        return [torch.arange(i, min(i + mb, n)) for i in range(0, n, mb)]
+
+    def _seq_lens(self, b: Batch, idx=None) -> list[int]:
+        pl_ = b.prompt_mask.sum(-1)
+        cl = b.rollouts.mask.sum(-1)
+        tot = (pl_ + cl).long()
+        return (tot if idx is None else tot[idx]).tolist()
+
+    @torch.no_grad()
+    def _reference_pass(self, b: Batch) -> algorithms.Rollouts:
+        tc = self.cfg.train
+        ref = torch.cat([sequence_logprobs(self.reference, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i], tc.temperature)[0]
+                         for i in self._chunks(len(b.tokens))])
+        self.ledger.forward(self.shape, self._seq_lens(b))
+        roll = b.rollouts.replace(logp_ref=ref * b.rollouts.m)
+        if self.critic is not None:
+            vals = torch.cat([self.critic(b.prompt_ids[i], b.prompt_mask[i], b.tokens[i]) for i in self._chunks(len(b.tokens))])
+            self.ledger.forward(self.critic_shape, self._seq_lens(b))
+            roll = roll.replace(values=vals * roll.m)
+        return roll
+
+    # ---------------------------------------------------------------- updates
+    def _update(self, b: Batch, idx: torch.Tensor, adv: torch.Tensor, returns, single: bool,
+                train_policy: bool = True) -> dict:
+        """One optimizer step on rows idx, micro-batched; returns merged stats and grad norm."""
+        tc = self.cfg.train
+        mini = b.rollouts.select(idx)
+        w = self.recipe.loss_weights(mini)
+        if train_policy:
+            self.opt.zero_grad(set_to_none=True)
+        if self.critic is not None:
+            self.critic_opt.zero_grad(set_to_none=True)
+        parts = []
+        for j in self._chunks(len(idx)):
+            rows = idx[j]
+            micro = b.rollouts.select(rows)
+            values = self.critic(b.prompt_ids[rows], b.prompt_mask[rows], b.tokens[rows]) if self.critic is not None else None
+            if train_policy:
+                logp, ent = sequence_logprobs(self.policy.model, b.prompt_ids[rows], b.prompt_mask[rows], b.tokens[rows],
+                                              tc.temperature, with_entropy=True,
+                                              entropy_grad=self.needs.entropy)
+                if single:  # on-policy: ρ ≡ 1 exactly, so clip fractions are exactly 0
+                    micro = micro.replace(logp_old=logp.detach())
+                loss, stats = self.recipe.loss(logp, micro, adv[rows], weights=w[j], entropy=ent,
+                                               values=values, returns=None if returns is None else returns[rows])
+            else:
+                loss, stats = self.recipe.value_loss(values, micro, returns[rows], weights=w[j])
+            if not torch.isfinite(loss):
+                raise Diverged(f"non-finite loss ({loss.item()})")
+            loss.backward()
+            parts.append(stats)
+        out = algorithms.merge_stats(parts)
+        if train_policy:
+            gn = torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), tc.grad_clip or float("inf"))
+            if not torch.isfinite(gn):
+                raise Diverged(f"non-finite gradient norm ({gn.item()})")
+            out["grad/norm"] = gn
+            self.opt.step()
+            self.ledger.training(self.shape, self._seq_lens(b, idx), int(mini.mask.sum().item()))
+        if self.critic is not None:
+            cn = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), tc.grad_clip or float("inf"))
+            if not torch.isfinite(cn):
+                raise Diverged(f"non-finite critic gradient norm ({cn.item()})")
+            self.critic_opt.step()
+            self.ledger.training(self.critic_shape, self._seq_lens(b, idx), 0)
+        return out
+
+    def _train_on(self, b: Batch, step: int, train_policy: bool = True) -> dict:
+        roll = b.rollouts
+        adv = self.recipe.advantages(roll)
+        returns = self.recipe.returns(roll) if self.critic is not None else None
+        n_up = self.needs.updates_per_batch
+        gen = torch.Generator().manual_seed(self._seed(step, 10_000))
+        merged: list[dict] = []
+        for _ in range(self.needs.epochs):
+            perm = torch.randperm(roll.size, generator=gen) if n_up > 1 else torch.arange(roll.size)
+            for idx in torch.tensor_split(perm, min(self.needs.minibatches, roll.size)):
+                merged.append(self._update(b, idx, adv, returns, single=n_up == 1, train_policy=train_policy))
+        out: dict = {}
+        for k in {k for m in merged for k in m}:
+            vals = torch.stack([m[k].double() for m in merged if k in m])
+            how = stat_rule(k)  # means of updates, except extremes
+            out[k] = vals.max() if how == "max" else vals.min() if how == "min" else vals.mean()
+        m = roll.mask.bool()
+        out["adv/mean"] = adv[m].mean() if m.any() else torch.tensor(math.nan)
+        if self.critic is not None:
+            out["critic/explained_var"] = algorithms.explained_variance(roll.values, returns, roll.mask)
+        return out
+
+    # ---------------------------------------------------------------- the loop
+    def step(self, step: int) -> dict:
+        t0 = time.perf_counter()
+        batch, info = self._collect(step)
+        t1 = time.perf_counter()
+        row = {"step": step, **info}
+        if batch is not None:
+            batch.rollouts = self._reference_pass(batch)
+            t2 = time.perf_counter()
+            stats = self._train_on(batch, step)
+            row.update({k: v.item() for k, v in stats.items() if k not in ("tokens", "sequences")})
+        else:  # every group filtered out: compute was spent, no update
+            t2 = time.perf_counter()
+            row["filter/kept_frac"] = 0.0
+        t3 = time.perf_counter()
+        for phase, dt in (("rollout", t1 - t0), ("reference", t2 - t1), ("train", t3 - t2)):
+            self.ledger.time(phase, dt)
+        row.update({"time/rollout_s": t1 - t0, "time/reference_s": t2 - t1, "time/train_s": t3 - t2, "time/step_s": t3 - t0,
+                    "compute/flops": float(self.ledger.flops), "compute/gen_tokens": float(self.ledger.gen_tokens),
+                    "compute/train_tokens": float(self.ledger.train_tokens), "lr": self.opt.param_groups[0]["lr"]})
+        return row
+
+    def _value_pretrain(self) -> None:
+        """VAPO: critic-only updates on rollouts of the initial policy, before any policy update."""
+        for k in range(self.needs.value_pretrain_steps):
+            batch, _ = self._collect(-1 - k)
+            if batch is None:
+                continue
+            batch.rollouts = self._reference_pass(batch)
+            self._train_on(batch, -1 - k, train_policy=False)
+
+    def _evaluate(self, frac: float) -> dict:
+        m = evaluate(self.policy, self.task, self.test, self.cfg.eval.eval_config(), max_new_tokens=self.max_new,
+                     seed=self.cfg.seed)
+        return {"step": self._step, "fraction": frac, "compute/flops": float(self.ledger.flops), **m}
+
+    def run(self) -> RunResult:
+        cfg = self.cfg
+        t_start = time.perf_counter()
+        self._step = 0
+        steps: list[dict] = []
+        evals: list[dict] = []
+        status, reason = "finished", ""
+        try:
+            self._setup()
+            fractions = cfg.eval.fractions
+            evals.append(self._evaluate(0.0))
+            pending = [f for f in fractions if f > 0]
+            if self.needs.value_pretrain_steps:
+                self._value_pretrain()
+            bar = None
+            if self.progress:
+                from tqdm import tqdm
+
+                bar = tqdm(total=100, unit="%", desc=f"{cfg.recipe.name} {cfg.task}/{cfg.scale} s{cfg.seed}",
+                           bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt}% [{elapsed}<{remaining}{postfix}]")
+            while self._fraction() < 1.0:
+                self._step += 1
+                for g in self.opt.param_groups:
+                    g["lr"] = cfg.train.lr * self._lr_scale(self._step - 1, self._fraction())
+                row = self.step(self._step)
+                steps.append(row)
+                frac = self._fraction()
+                if bar is not None:
+                    bar.n = min(100.0, 100 * frac)
+                    bar.set_postfix_str(f"reward {row['reward/mean']:.2f} acc {row['acc/train']:.2f} "
+                                        f"len {row['len/mean']:.1f} kl {row.get('kl/k3', math.nan):.4f}")
+                while pending and pending[0] <= frac + 1e-12:
+                    reached = [f for f in pending if f <= frac + 1e-12]
+                    pending = [f for f in pending if f > frac + 1e-12]
+                    evals.append(self._evaluate(reached[-1]))
+                    if bar is not None:
+                        bar.write(f"  eval @{reached[-1]:.0%} of budget: greedy acc {evals[-1]['eval/acc_greedy']:.3f}")
+            if bar is not None:
+                bar.close()
+        except Diverged as e:
+            status, reason = "diverged", str(e)
+            self.log(f"run diverged at step {self._step}: {e}")
+        except Exception as e:  # never end without a record; then let the caller see the error
+            meta = self._meta("failed", f"{type(e).__name__}: {e}", t_start)
+            results.write_run(self.root, cfg.run_id, meta, steps, evals)
+            raise
+        meta = self._meta(status, reason, t_start)
+        save = None
+        if self.save_checkpoint and status == "finished":
+            def save(d: Path) -> None:  # transformers format: lm-eval and vLLM load it as is
+                self.policy.model.save_pretrained(d)
+                self.policy.tokenizer.save_pretrained(d)
+        path = results.write_run(self.root, cfg.run_id, meta, steps, evals, checkpoint=save)
+        return RunResult(cfg.run_id, status, path, evals[-1] if evals else {}, reason)
+
+    def _meta(self, status: str, reason: str, t_start: float) -> dict:
+        cfg = self.cfg
+        ws, shape = getattr(self, "ws", None), getattr(self, "shape", None)
+        ledger = getattr(self, "ledger", None) or Ledger()
+        return {
+            "run_id": cfg.run_id, "config_id": cfg.config_id, "recipe_name": cfg.recipe.name, "recipe_id": cfg.recipe.id,
+            "status": status, "reason": reason, "diverged_step": self._step if status == "diverged" else None,
+            "steps_done": self._step, "flops_spent": float(ledger.flops),
+            "gen_tokens": ledger.gen_tokens, "train_tokens": ledger.train_tokens, "seconds_by_phase": ledger.seconds,
+            "wall_s": time.perf_counter() - t_start, "config": cfg.to_dict(),
+            "warmstart": {"key": ws.key, "path": str(ws.path), "accuracy": ws.accuracy} if ws else None,
+            "model": {"params": shape.params, "layers": shape.layers, "attn_width": shape.attn_width} if shape else None,
+            "max_new_tokens": self.max_new, **results.environment(),
+        }

@@ -1,0 +1,141 @@
+"""results/: one directory per run, written atomically, never rewritten; read lazily with Polars.
+
+    results/runs/<run_id>/run.json        config, ids, versions, git commit, hardware, status
+    results/runs/<run_id>/steps.parquet   one row per optimizer-step batch, STEP_COLUMNS
+    results/runs/<run_id>/evals.parquet   one row per held-out evaluation, EVAL_COLUMNS
+
+A run is assembled in results/.tmp/ and renamed into place, so a reader (or a rerun after a
+crash) sees a whole run or none.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import polars as pl
+
+# Metric columns of steps.parquet, all Float64. NaN where a metric does not apply:
+#   len/correct, len/incorrect   NaN when no completion in the batch is correct / incorrect
+#   policy/clip_frac_seq         NaN unless the objective clips sequences (gspo)
+#   policy/weight_capped_frac    NaN unless the objective caps IS weights (cispo)
+#   policy/clip_frac_low/high    NaN for objectives without a clip (is_pg, topr, cispo: see capped)
+#   policy/entropy               always logged (computed in the training forward)
+#   loss/kl                      0 when the recipe has no KL term in the loss
+#   loss/value, critic/explained_var   NaN without a critic (all but ppo, vapo)
+#   loss/nll                     NaN unless the recipe has VAPO's positive-example NLL
+#   kl/k1, kl/k3                 always: the reference is evaluated for every recipe
+STEP_METRICS = [
+    "reward/mean", "reward/std", "acc/train",
+    "len/mean", "len/correct", "len/incorrect", "len/truncated_frac",
+    "adv/mean", "adv/zero_std_group_frac", "filter/kept_frac", "filter/generation_rounds",
+    "kl/k1", "kl/k3",
+    "policy/clip_frac_low", "policy/clip_frac_high", "policy/clip_frac_seq", "policy/weight_capped_frac",
+    "policy/ratio_mean", "policy/ratio_min", "policy/ratio_max", "policy/entropy",
+    "grad/norm", "loss/policy", "loss/kl", "loss/value", "loss/nll", "critic/explained_var",
+    "compute/flops", "compute/gen_tokens", "compute/train_tokens",
+    "time/rollout_s", "time/reference_s", "time/train_s", "time/step_s", "lr",
+]
+STEP_SCHEMA = {"step": pl.Int64, **{m: pl.Float64 for m in STEP_METRICS}}
+
+EVAL_METRICS = [
+    "eval/acc_greedy", "eval/avg_k", "eval/pass_k", "eval/len_mean", "eval/len_correct",
+    "eval/len_incorrect", "eval/truncated_frac", "eval/gen_tokens", "eval/n",
+]
+EVAL_SCHEMA = {"step": pl.Int64, "fraction": pl.Float64, "compute/flops": pl.Float64,
+               **{m: pl.Float64 for m in EVAL_METRICS}}
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("BENCH_RESULTS", "results"))
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    return root / "runs" / run_id
+
+
+def is_finished(root: Path, run_id: str) -> bool:
+    return (run_dir(root, run_id) / "run.json").is_file()
+
+
+def steps_frame(rows: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame([{k: r.get(k, float("nan")) for k in STEP_SCHEMA} for r in rows], schema=STEP_SCHEMA)
+
+
+def evals_frame(rows: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame([{k: r.get(k, float("nan")) for k in EVAL_SCHEMA} for r in rows], schema=EVAL_SCHEMA)
+
+
+def write_run(root: Path, run_id: str, meta: dict, steps: list[dict], evals: list[dict],
+              checkpoint=None) -> Path:
+    """Write a run atomically. `checkpoint(dir)` may save a model into dir/checkpoint."""
+    final = run_dir(root, run_id)
+    tmp = root / ".tmp" / f"{run_id}.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        steps_frame(steps).write_parquet(tmp / "steps.parquet")
+        evals_frame(evals).write_parquet(tmp / "evals.parquet")
+        if checkpoint is not None:
+            checkpoint(tmp / "checkpoint")
+        (tmp / "run.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():  # an earlier unfinished attempt cannot leave run.json, but be safe
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def environment() -> dict:
+    """Package versions, git commit and hardware, for run.json and report manifests."""
+    pkgs = {}
+    for name in ("grpo-bench", "torch", "transformers", "tokenizers", "polars", "reasoning-gym", "math-verify", "vllm"):
+        try:
+            pkgs[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        here = Path(__file__).resolve().parent
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True, text=True, timeout=5).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = "", False
+    import torch
+
+    hw = {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
+          "python": platform.python_version(), "torch_threads": torch.get_num_threads()}
+    if torch.cuda.is_available():
+        hw["gpu"] = torch.cuda.get_device_name(0)
+    return {"packages": pkgs, "git_commit": commit, "git_dirty": dirty, "hardware": hw}
+
+
+def scan(root: Path | None = None) -> dict[str, pl.LazyFrame]:
+    """LazyFrames `runs`, `steps`, `evals` over every finished run under root (a run_id column joins them)."""
+    root = Path(root) if root else default_root()
+    runs = sorted(p.parent for p in (root / "runs").glob("*/run.json"))
+    metas = [json.loads((d / "run.json").read_text()) for d in runs]
+    rows = [{
+        "run_id": m["run_id"], "config_id": m["config_id"], "status": m["status"], "recipe": m["recipe_name"],
+        "task": m["config"]["task"], "scale": m["config"]["scale"], "seed": m["config"]["seed"],
+        "budget": float(m["config"]["budget"]["value"]), "budget_kind": m["config"]["budget"]["kind"],
+        "flops_spent": float(m.get("flops_spent", 0.0)), "steps_done": int(m.get("steps_done", 0)),
+        "wall_s": float(m.get("wall_s", 0.0)), "suite": m["config"].get("tags", {}).get("suite"),
+    } for m in metas]
+    runs_lf = pl.LazyFrame(rows, schema={
+        "run_id": pl.String, "config_id": pl.String, "status": pl.String, "recipe": pl.String, "task": pl.String,
+        "scale": pl.String, "seed": pl.Int64, "budget": pl.Float64, "budget_kind": pl.String,
+        "flops_spent": pl.Float64, "steps_done": pl.Int64, "wall_s": pl.Float64, "suite": pl.String})
+
+    def cat(name: str, schema: dict) -> pl.LazyFrame:
+        frames = [pl.scan_parquet(d / name).with_columns(pl.lit(d.name).alias("run_id")) for d in runs]
+        if not frames:
+            return pl.LazyFrame(schema={"run_id": pl.String, **schema})
+        return pl.concat(frames, how="diagonal_relaxed")
+
+    return {"runs": runs_lf, "steps": cat("steps.parquet", STEP_SCHEMA), "evals": cat("evals.parquet", EVAL_SCHEMA)}
