@@ -64,6 +64,7 @@ class TrainConfig:
     warmup_steps: int = 0
     schedule: Literal["constant", "cosine"] = "constant"
     micro_batch_size: int = 64  # rows per forward/backward; memory only, never changes the gradient
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast forwards (GPUs); weights and optimizer stay fp32
 
     def __post_init__(self) -> None:
         for f in ("prompts_per_step", "group_size", "micro_batch_size"):
@@ -78,6 +79,8 @@ class TrainConfig:
             raise ValueError(f"train.top_p must be in (0, 1], got {self.top_p}")
         if self.weight_decay < 0 or self.grad_clip < 0 or self.warmup_steps < 0:
             raise ValueError("train.weight_decay, train.grad_clip and train.warmup_steps must be >= 0")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"train.precision must be 'fp32' or 'bf16', got {self.precision!r}")
         if self.schedule not in ("constant", "cosine"):
             raise ValueError(f"train.schedule must be 'constant' or 'cosine', got {self.schedule!r}")
 

@@ -5,6 +5,7 @@ A backend is anything with `generate(prompts, params) -> Generation`; the traini
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,6 +74,15 @@ def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
 
 
+def cache_kwarg(model: torch.nn.Module) -> str:
+    """transformers >= 5.2x takes `cache=`; earlier 5.x releases take `past_key_values=`."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _out_cache(out):
+    return out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+
+
 class NativeBackend:
     """Batched sampling in torch with a KV cache (transformers 5 `cache=` API), left padding.
 
@@ -113,7 +123,8 @@ class NativeBackend:
         ids, att = ids.to(device), att.to(device)
         pos = (att.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
-        out = model(input_ids=ids, attention_mask=att, position_ids=pos, cache=cache, use_cache=True, logits_to_keep=1)
+        kw = cache_kwarg(model)
+        out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, logits_to_keep=1, **{kw: cache})
         B = ids.shape[0]
         done = torch.zeros(B, dtype=torch.bool, device=device)
         tokens, logps, masks = [], [], []
@@ -136,7 +147,8 @@ class NativeBackend:
             if bool(done.all()):  # host sync once per token: cheap next to a forward pass
                 break
             att = torch.cat([att, torch.ones((B, 1), dtype=att.dtype, device=device)], dim=1)
-            out = model(input_ids=tokens[-1][:, None], attention_mask=att, position_ids=next_pos, cache=out.cache, use_cache=True)
+            out = model(input_ids=tokens[-1][:, None], attention_mask=att, position_ids=next_pos, use_cache=True,
+                        **{kw: _out_cache(out)})
             next_pos = next_pos + 1
         model.train(was_training)
         mask = torch.stack(masks, 1)

@@ -12,6 +12,7 @@ Every forward and backward pass is charged to the ledger (see ledger.py for the 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -102,11 +103,18 @@ class Trainer:
             self.critic = ValueModel(str(self.ws.path), device=dev)
             self.critic_shape = ModelShape.of(self.critic)
             self.critic_opt = torch.optim.AdamW(self.critic.parameters(), lr=tc.critic_lr, weight_decay=tc.weight_decay)
+        self.device = torch.device(dev)
         self.ledger = Ledger()
         self.train_pool = self.task.split("train", n=TRAIN_POOL)
         self.test = self.task.split("test")
         self._order = torch.Generator().manual_seed(cfg.seed)
         self._queue: list[int] = []
+
+    def _amp(self):
+        """bf16 autocast for forward passes when train.precision == 'bf16' (GPUs; on CPU it is slower)."""
+        if self.cfg.train.precision == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def _lr_scale(self, step: int, frac: float) -> float:
         tc = self.cfg.train
@@ -140,26 +148,29 @@ class Trainer:
         G = tc.group_size
         rep = [p for p in prompts for _ in range(G)]
         params = SamplingParams(self.max_new, tc.temperature, tc.top_p, seed=self._seed(step, rnd))
-        gen = self.backend.generate(rep, params)
+        with self._amp():
+            gen = self.backend.generate(rep, params)
         self.ledger.generation(self.shape, map(len, rep), gen.lengths.tolist())
         texts = self.policy.decode(gen.tokens, gen.mask)
         ex_rows = [e for e in examples for _ in range(G)]
-        correct = torch.tensor([self.task.score(t, e) >= 1.0 for t, e in zip(texts, ex_rows)])
+        dev = self.device
+        correct = torch.tensor([self.task.score(t, e) >= 1.0 for t, e in zip(texts, ex_rows)], device=dev)
         rewards = correct.to(torch.float32)
-        group = torch.arange(group_offset, group_offset + len(examples)).repeat_interleave(G)
+        group = torch.arange(group_offset, group_offset + len(examples), device=dev).repeat_interleave(G)
         baseline = None
         if self.needs.greedy_baseline:  # ReMax: one greedy rollout per prompt, paid for
-            greedy = self.backend.generate(prompts, SamplingParams(self.max_new, greedy=True, seed=0))
+            with self._amp():
+                greedy = self.backend.generate(prompts, SamplingParams(self.max_new, greedy=True, seed=0))
             self.ledger.generation(self.shape, map(len, prompts), greedy.lengths.tolist())
             gtexts = self.policy.decode(greedy.tokens, greedy.mask)
-            base = torch.tensor([float(self.task.score(t, e) >= 1.0) for t, e in zip(gtexts, examples)])
+            base = torch.tensor([float(self.task.score(t, e) >= 1.0) for t, e in zip(gtexts, examples)], device=dev)
             baseline = base.repeat_interleave(G)
         raw = algorithms.Rollouts(
             rewards=rewards, group=group, mask=gen.mask, logp_old=gen.logp, max_new_tokens=self.max_new,
             baseline_rewards=baseline, truncated=gen.truncated, correct=correct)
         shaped = self.recipe.shape(raw)
         keep = self.recipe.keep(shaped)
-        pids, patt = left_pad(rep, self.policy.pad_id)
+        pids, patt = (t.to(dev) for t in left_pad(rep, self.policy.pad_id))
         return {"prompt_ids": pids, "prompt_mask": patt, "tokens": gen.tokens, "raw": raw, "shaped": shaped,
                 "keep": keep, "n_groups": len(examples)}
 
@@ -231,6 +242,10 @@ class Trainer:
 
     @torch.no_grad()
     def _reference_pass(self, b: Batch) -> algorithms.Rollouts:
+        with self._amp():
+            return self._reference_pass_inner(b)
+
+    def _reference_pass_inner(self, b: Batch) -> algorithms.Rollouts:
         tc = self.cfg.train
         ref = torch.cat([sequence_logprobs(self.reference, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i], tc.temperature)[0]
                          for i in self._chunks(len(b.tokens))])
@@ -257,11 +272,14 @@ class Trainer:
         for j in self._chunks(len(idx)):
             rows = idx[j]
             micro = b.rollouts.select(rows)
-            values = self.critic(b.prompt_ids[rows], b.prompt_mask[rows], b.tokens[rows]) if self.critic is not None else None
+            with self._amp():
+                values = self.critic(b.prompt_ids[rows], b.prompt_mask[rows], b.tokens[rows]).float() \
+                    if self.critic is not None else None
+                if train_policy:
+                    logp, ent = sequence_logprobs(self.policy.model, b.prompt_ids[rows], b.prompt_mask[rows],
+                                                  b.tokens[rows], tc.temperature, with_entropy=True,
+                                                  entropy_grad=self.needs.entropy)
             if train_policy:
-                logp, ent = sequence_logprobs(self.policy.model, b.prompt_ids[rows], b.prompt_mask[rows], b.tokens[rows],
-                                              tc.temperature, with_entropy=True,
-                                              entropy_grad=self.needs.entropy)
                 if single:  # on-policy: ρ ≡ 1 exactly, so clip fractions are exactly 0
                     micro = micro.replace(logp_old=logp.detach())
                 loss, stats = self.recipe.loss(logp, micro, adv[rows], weights=w[j], entropy=ent,
@@ -342,8 +360,9 @@ class Trainer:
             self._train_on(batch, -1 - k, train_policy=False)
 
     def _evaluate(self, frac: float) -> dict:
-        m = evaluate(self.policy, self.task, self.test, self.cfg.eval.eval_config(), max_new_tokens=self.max_new,
-                     seed=self.cfg.seed)
+        with self._amp():
+            m = evaluate(self.policy, self.task, self.test, self.cfg.eval.eval_config(), max_new_tokens=self.max_new,
+                         seed=self.cfg.seed)
         return {"step": self._step, "fraction": frac, "compute/flops": float(self.ledger.flops), **m}
 
     def run(self) -> RunResult:

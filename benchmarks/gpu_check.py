@@ -1,0 +1,118 @@
+"""GPU paths of the engine, in one short script for a lent GPU machine (or --device cpu to try it).
+
+Checks and prints: the algorithms' CUDA-vs-CPU tests; a warm start on the GPU; engine steps in
+fp32 and bf16 at two scales (seconds per step by phase, rollout and train tokens/s, finite
+metrics, clip fractions exactly 0 with one update per batch); peak GPU memory.
+
+    python benchmarks/gpu_check.py --device cuda --scales small medium --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--scales", nargs="+", default=["small", "medium"])
+    ap.add_argument("--task", default="addition")
+    ap.add_argument("--ws-steps", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=4, help="engine steps timed per (scale, precision)")
+    ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    import torch
+
+    import algorithms
+    from bench import models, tasks
+    from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
+    from bench.engine.trainer import Trainer
+    from bench.warmstart import WarmStartConfig, warm_start
+
+    report: dict = {"torch": torch.__version__, "device": args.device}
+    import transformers
+
+    report["transformers"] = transformers.__version__
+    if args.device.startswith("cuda"):
+        report["gpu"] = torch.cuda.get_device_name(0)
+    print(json.dumps(report), flush=True)
+
+    if not args.skip_tests:
+        t = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/algorithms"],
+                           cwd=ROOT, capture_output=True, text=True)
+        tail = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr[-500:]
+        report["algorithms_tests"] = {"rc": p.returncode, "summary": tail, "seconds": round(time.perf_counter() - t, 1)}
+        print("algorithms tests:", report["algorithms_tests"], flush=True)
+        if p.returncode != 0:
+            print(p.stdout[-3000:])
+
+    cache = Path(tempfile.mkdtemp(prefix="gpu-check-cache-"))
+    os.environ["BENCH_CACHE"] = str(cache)
+    task = tasks.get(args.task)
+    rows = []
+    for scale_name in args.scales:
+        scale = models.get(scale_name)
+        wcfg = WarmStartConfig(steps=args.ws_steps, eval_examples=200)
+        if args.device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        ws = warm_start(task, scale, wcfg, device=args.device)
+        print(f"warm start {args.task}/{scale_name}: acc {ws.accuracy:.3f} in {ws.seconds:.1f}s "
+              f"({args.ws_steps} SFT steps + eval)", flush=True)
+        for precision in ("fp32", "bf16"):
+            cfg = RunConfig(
+                recipe=algorithms.get("grpo"), task=args.task, scale=scale_name, budget=Budget(args.steps, "steps"),
+                train=TrainConfig(prompts_per_step=args.prompts, group_size=args.group, precision=precision,
+                                  micro_batch_size=256),
+                eval=EvalSchedule(every=1.0, n_examples=200, k=0), warmstart=wcfg, device=args.device)
+            out = Path(tempfile.mkdtemp(prefix="gpu-check-results-"))
+            t = time.perf_counter()
+            res = Trainer(cfg, root=out).run()
+            wall = time.perf_counter() - t
+            import polars as pl
+
+            st = pl.read_parquet(res.path / "steps.parquet")
+            ev = pl.read_parquet(res.path / "evals.parquet")
+            later = st.slice(1)  # drop the first step (allocator and kernel warm-up)
+            med = lambda c: float(later[c].median()) if later.height else float(st[c].median())  # noqa: E731
+            gen_tok = float(st["compute/gen_tokens"][-1] / st["time/rollout_s"].sum())
+            row = {
+                "scale": scale_name, "precision": precision, "status": res.status,
+                "params_M": round(models.n_params(models.build_model(scale, models.char_tokenizer())) / 1e6, 2),
+                "step_s": med("time/step_s"), "rollout_s": med("time/rollout_s"), "reference_s": med("time/reference_s"),
+                "train_s": med("time/train_s"), "gen_tok_per_s": gen_tok,
+                "train_tok_per_s": float(st["compute/train_tokens"][-1] / st["time/train_s"].sum()),
+                "tflops_per_s": float(st["compute/flops"][-1] / st["time/step_s"].sum() / 1e12),
+                "acc_start": float(ev["eval/acc_greedy"][0]), "acc_end": float(ev["eval/acc_greedy"][-1]),
+                "clip_frac_max": float((st["policy/clip_frac_low"] + st["policy/clip_frac_high"]).max()),
+                "finite": all(math.isfinite(x) for x in st["kl/k3"].to_list() + st["loss/policy"].to_list()),
+                "run_wall_s": round(wall, 1),
+            }
+            if args.device.startswith("cuda"):
+                row["peak_mem_GiB"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    report["engine"] = rows
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    ok = all(r["status"] == "finished" and r["finite"] and r["clip_frac_max"] == 0 for r in rows)
+    print("GPU CHECK", "OK" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
