@@ -16,7 +16,7 @@ from .advantages import (GAE, RLOO, Advantage, BatchMean, GroupNorm, LengthAdapt
                          ReinforcePP, ReinforcePPBaseline, ReMax)
 from .aggregation import Aggregation, aggregate
 from .critic import Critic, explained_variance
-from .filters import (DropZeroVariance, DynamicSampling, Filter, MaskTruncated, NoFilter,
+from .filters import (AffineReward, DropZeroVariance, DynamicSampling, Filter, MaskTruncated, NoFilter,
                       OverlongPenalty, Shaping)
 from .kl import KL, kl_estimate
 from .objectives import CISPO, GSPO, ISPG, TOPR, Objective, PPOClip
@@ -28,7 +28,7 @@ from .serialize import from_json
 from .stats import merge_stats
 
 __all__ = [
-    "Advantage", "Aggregation", "BatchMean", "CISPO", "Critic", "DropZeroVariance",
+    "AffineReward", "Advantage", "Aggregation", "BatchMean", "CISPO", "Critic", "DropZeroVariance",
     "DynamicSampling", "Filter", "GAE", "GSPO", "GroupNorm", "ISPG", "KL", "LengthAdaptiveGAE",
     "MaskTruncated", "Needs", "NoFilter", "Objective", "OverlongPenalty", "PARTS", "PPOClip",
     "Part", "RLOO", "Raw", "ReMax", "Recipe", "ReinforcePP", "ReinforcePPBaseline", "Rollouts",

@@ -144,3 +144,19 @@ class MaskTruncated(Shaping):
         keep = ~batch.truncated.bool()[:, None]
         mask = batch.mask * keep if batch.mask.dtype != torch.bool else batch.mask & keep
         return batch.replace(mask=mask)
+
+
+@part("affine_reward")
+class AffineReward(Shaping):
+    """r ← scale·r + shift: maps a verifier's 0/1 reward to another convention, e.g. TOPR's ±1
+    (scale=2, shift=−1). Filters on `correct` are unaffected (they read the verdict)."""
+
+    scale: float = 2.0
+    shift: float = -1.0
+
+    def check(self) -> None:
+        if not self.scale > 0:
+            fail("AffineReward.scale", f"must be > 0 (a reward map must keep the order), got {self.scale!r}")
+
+    def apply(self, batch: Rollouts) -> Rollouts:
+        return batch.replace(rewards=batch.rewards * self.scale + self.shift)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .advantages import GAE, RLOO, BatchMean, GroupNorm, LengthAdaptiveGAE, Raw, ReinforcePP, ReMax
 from .aggregation import Aggregation
 from .critic import Critic
-from .filters import DynamicSampling, OverlongPenalty
+from .filters import AffineReward, DynamicSampling, OverlongPenalty
 from .kl import KL
 from .objectives import CISPO, GSPO, ISPG, TOPR, PPOClip
 from .recipe import Recipe, Updates
@@ -209,15 +209,16 @@ def topr() -> Recipe:
     trajectory ratio; raw ±1 reward, no baseline; loss divided by sequence length; no KL.
 
     Departures: one update per rollout batch (the paper trains off-policy, one epoch per
-    generated dataset), where TOPR equals REINFORCE. The advantage is the raw reward: with 0/1
-    rewards negatives get A = 0 (positives-only training); use advantage=Raw(baseline=0.5) to
-    recover the paper's ±1 up to scale.
+    generated dataset), where TOPR equals REINFORCE. Our verifiers return 0/1, so an
+    AffineReward shaping maps them to the paper's ±1 (without it, negatives would get A = 0 and
+    TOPR would train on positives only).
     """
     return Recipe(
         advantage=Raw(),
         objective=TOPR(ratio="full"),
         aggregation=Aggregation("seq_mean_token_mean"),
         kl=NO_KL,
+        shaping=(AffineReward(scale=2.0, shift=-1.0),),
     )
 
 

@@ -19,7 +19,7 @@ GOLDEN_IDS = {
     "reinforce_pp": "552263deb737",
     "remax": "544b0e3b425a",
     "rloo": "84af5dd3f628",
-    "topr": "367d6ba06425",
+    "topr": "01941b4a6b95",
     "vapo": "99df7d150919",
 }
 
