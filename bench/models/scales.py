@@ -1,8 +1,7 @@
 """Model scales: tiny Qwen2-style architectures built from a config, or a local HF directory.
 
 One dial for size: the registry below. Tiny scales are fp32, tied embeddings, sdpa attention,
-intermediate = 4·hidden, head_dim 32 (nano: 32 with 2 heads). Parameter counts are with the
-char tokenizer (vocab 107).
+intermediate = 4·hidden, head_dim 32. Parameter counts are with the char tokenizer (vocab 263).
 """
 from __future__ import annotations
 
@@ -61,12 +60,12 @@ def register(scale: Scale) -> Scale:
     return scale
 
 
-register(Scale("nano", hidden=64, layers=2, heads=2, kv_heads=1))  # 0.13 M
-register(Scale("micro", hidden=128, layers=2, heads=4, kv_heads=2))  # 0.51 M
+register(Scale("nano", hidden=64, layers=2, heads=2, kv_heads=1))  # 0.14 M
+register(Scale("micro", hidden=128, layers=2, heads=4, kv_heads=2))  # 0.53 M
 register(Scale("small", hidden=256, layers=4, heads=8, kv_heads=4))  # 4.0 M
-register(Scale("medium", hidden=512, layers=8, heads=16, kv_heads=8))  # 31.5 M
+register(Scale("medium", hidden=512, layers=8, heads=16, kv_heads=8))  # 31.6 M
 register(Scale("large", hidden=768, layers=12, heads=24, kv_heads=8))  # 104 M, for GPUs
-register(Scale("micro-bpe", hidden=128, layers=2, heads=4, kv_heads=2, tokenizer="bpe"))  # 0.53 M, BPE vocab ≤ 400
+register(Scale("micro-bpe", hidden=128, layers=2, heads=4, kv_heads=2, tokenizer="bpe"))  # 0.53 M, BPE vocab ≤ 400 (learned on the task)
 
 
 def names() -> list[str]:

@@ -13,10 +13,14 @@ def test_char_tokenizer_round_trip(text):
     assert tok.decode(ids) == text
 
 
-def test_bpe_tokenizer_round_trip_and_merges():
+def test_bpe_tokenizer_round_trip_and_merges(tmp_path):
     corpus = [f"{a}+{b}=\n#### {a + b}" for a in range(60) for b in range(0, 300, 7)]
     tok = models.bpe_tokenizer(corpus, vocab_size=320)
     text = "347+85=\n7+5=12 c1\n#### 432"
+    tok.save_pretrained(tmp_path)
+    models.build_model(models.get("micro-bpe"), tok).save_pretrained(tmp_path)
+    assert AutoTokenizer.from_pretrained(tmp_path)(text, add_special_tokens=False)["input_ids"] == \
+        tok(text, add_special_tokens=False)["input_ids"]
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert tok.decode(ids) == text
     assert len(ids) < len(text)  # merges were learned
@@ -58,6 +62,12 @@ def test_checkpoint_round_trip_identical_logits(tmp_path):
     tok2 = AutoTokenizer.from_pretrained(tmp_path)
     assert torch.equal(model(input_ids=x).logits, loaded(input_ids=x).logits)
     assert tok2.decode(x[0].tolist()) == tok.decode(x[0].tolist())
+    # AutoTokenizer beside a qwen2 config rebuilds the same pipeline: spaces and newlines survive
+    text = "<|user|>347+85=\n<|assistant|>7+5=12 c1\n#### 432<eos>"
+    assert tok2(text, add_special_tokens=False)["input_ids"] == tok(text, add_special_tokens=False)["input_ids"]
+    assert tok2.decode(tok2(text, add_special_tokens=False)["input_ids"]) == text
+    assert tok2.apply_chat_template([{"role": "user", "content": "2+3="}], add_generation_prompt=True,
+                                    tokenize=False) == "<|user|>2+3=\n<|assistant|>"
     # a local directory works as a scale through the same code path
     scale = models.get(str(tmp_path))
     assert scale.is_local
