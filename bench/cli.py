@@ -75,6 +75,60 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if res.status == "finished" else 1
 
 
+def _cmd_suite(args: argparse.Namespace) -> int:
+    from bench import results, suite as suites
+    from bench.harness import runner
+
+    s = suites.load(args.name)
+    cfgs = s.expand(s.parse_only(args.only))
+    if not cfgs:
+        raise ValueError(f"--only {' '.join(args.only)} selects no run of suite {s.name}")
+    root = Path(args.results) if args.results else results.default_root()
+    pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
+    plan = runner.make_plan(s, len(pending), args.executor, args.workers, args.threads, args.device, args.address)
+    if args.dry_run:
+        from bench.harness.plan import print_plan
+
+        print_plan(s, cfgs, root, plan, calibrate_time=not args.no_calibrate)
+        return 0
+    try:
+        rc = runner.run_suite(s, cfgs, root, plan, retry_failed=args.retry_failed)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished runs are kept; rerun the same command to resume", file=sys.stderr)
+        return 130
+    if not args.no_report:
+        runner.write_report(s, root)
+    return rc
+
+
+def _cmd_results(args: argparse.Namespace) -> int:
+    from bench import results, suite as suites
+    from bench.harness.leaderboard import per_run, print_leaderboard
+
+    root = Path(args.results) if args.results else results.default_root()
+    try:
+        s = suites.load(args.suite)
+    except (ValueError, FileNotFoundError) as e:  # no suite file: fall back to the suite tag in run.json
+        print(f"note: {e}; selecting runs tagged suite={args.suite}", file=sys.stderr)
+        runs = per_run(root, suite=args.suite)
+        print_leaderboard(runs, title=f"suite {args.suite} (by tag): {runs.height} recorded runs in {root}")
+        return 0
+    cfgs = s.expand(s.parse_only(args.only))
+    cell = {c.run_id: c.tags["cell"] for c in cfgs}
+    runs = per_run(root, run_ids=list(cell))
+    runs = runs.with_columns(pl_replace_cell(runs, cell))
+    print_leaderboard(runs, expected=len(cfgs),
+                      title=f"suite {s.name}: {runs.height} of {len(cfgs)} runs recorded in {root.resolve()}")
+    return 0
+
+
+def pl_replace_cell(runs, cell: dict):
+    """A run shared with another suite carries that suite's tags: label it by this suite's cell."""
+    import polars as pl
+
+    return pl.col("run_id").replace_strict(cell, default=pl.col("cell"), return_dtype=pl.String).alias("cell")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench", description="grpo-bench: matched-compute comparisons of GRPO-family RL algorithms.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -113,6 +167,39 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--save-checkpoint", action="store_true", help="save the final policy in transformers format")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=_cmd_run)
+
+    su = sub.add_parser("suite", help="run a suite: every task/scale cell × recipe × seed at matched compute",
+                        description="Expand a suite (suites/NAME.toml or a path) into runs, skip finished ones, run "
+                                    "the rest on local processes or Ray with a progress bar, then write the report. "
+                                    "Interrupted or killed suites resume where they stopped; two processes on one "
+                                    "results directory never run a run twice.")
+    su.add_argument("name", help="suite name (see `bench list suites`) or a path to a .toml file")
+    su.add_argument("--dry-run", action="store_true",
+                    help="print the plan (runs, FLOPs, done/pending, estimated time) without running")
+    su.add_argument("--no-calibrate", action="store_true", help="with --dry-run: skip the timing calibration")
+    su.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2",
+                    help="restrict to some runs: recipe=grpo,dapo  seed=0  cell=addition/nano  task=...  scale=... "
+                         "(repeatable; all must match)")
+    su.add_argument("--executor", choices=["local", "ray"], default="local")
+    su.add_argument("--workers", type=int, default=None,
+                    help="runs at once (default: one per core, at most the pending runs)")
+    su.add_argument("--threads", type=int, default=None,
+                    help="torch threads per run (default: the suite's [resources] threads, else cores / workers)")
+    su.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
+    su.add_argument("--device", default=None, help="override the suite's device (cpu, cuda, cuda:N); not hashed")
+    su.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    su.add_argument("--retry-failed", action="store_true",
+                    help="rerun runs whose record says `failed` (a crash; diverged runs are results and stay)")
+    su.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    su.set_defaults(func=_cmd_suite)
+
+    rs = sub.add_parser("results", help="print a suite's leaderboard from the results tables",
+                        description="Per task/scale cell and recipe: final held-out greedy accuracy mean ± std over "
+                                    "seeds, final length, mean KL (k3), clip fractions, FLOPs spent, failures listed.")
+    rs.add_argument("suite", help="suite name or path (runs are the suite's expansion; else those tagged with it)")
+    rs.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2", help="as for `bench suite`")
+    rs.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    rs.set_defaults(func=_cmd_results)
     return p
 
 

@@ -116,7 +116,11 @@ def environment() -> dict:
 
 
 def scan(root: Path | None = None) -> dict[str, pl.LazyFrame]:
-    """LazyFrames `runs`, `steps`, `evals` over every finished run under root (a run_id column joins them)."""
+    """LazyFrames `runs`, `steps`, `evals` over every finished run under root (a run_id column joins them).
+
+    `runs` carries the tags a suite sets (`suite`, `cell` = "task/scale"); a run shared by two
+    suites (same config, same id) is recorded once, under the suite that ran it first, so select a
+    suite's runs by the run ids of its expansion (as `bench results` does) rather than by tag."""
     root = Path(root) if root else default_root()
     runs = sorted(p.parent for p in (root / "runs").glob("*/run.json"))
     metas = [json.loads((d / "run.json").read_text()) for d in runs]
@@ -125,12 +129,14 @@ def scan(root: Path | None = None) -> dict[str, pl.LazyFrame]:
         "task": m["config"]["task"], "scale": m["config"]["scale"], "seed": m["config"]["seed"],
         "budget": float(m["config"]["budget"]["value"]), "budget_kind": m["config"]["budget"]["kind"],
         "flops_spent": float(m.get("flops_spent", 0.0)), "steps_done": int(m.get("steps_done", 0)),
-        "wall_s": float(m.get("wall_s", 0.0)), "suite": m["config"].get("tags", {}).get("suite"),
+        "gen_tokens": int(m.get("gen_tokens", 0)), "wall_s": float(m.get("wall_s", 0.0)), "suite": m["config"].get("tags", {}).get("suite"),
+        "cell": m["config"].get("tags", {}).get("cell"), "reason": m.get("reason") or "",
     } for m in metas]
     runs_lf = pl.LazyFrame(rows, schema={
         "run_id": pl.String, "config_id": pl.String, "status": pl.String, "recipe": pl.String, "task": pl.String,
         "scale": pl.String, "seed": pl.Int64, "budget": pl.Float64, "budget_kind": pl.String,
-        "flops_spent": pl.Float64, "steps_done": pl.Int64, "wall_s": pl.Float64, "suite": pl.String})
+        "flops_spent": pl.Float64, "steps_done": pl.Int64, "gen_tokens": pl.Int64, "wall_s": pl.Float64,
+        "suite": pl.String, "cell": pl.String, "reason": pl.String})
 
     def cat(name: str, schema: dict) -> pl.LazyFrame:
         frames = [pl.scan_parquet(d / name).with_columns(pl.lit(d.name).alias("run_id")) for d in runs]

@@ -1,0 +1,113 @@
+"""Executors: where runs execute. Both take jobs (cfg dict, root, wait) and report outcomes as
+they arrive; a run is the same `worker.run_one` call on either, so the tables are the same.
+
+local  a pool of spawned processes (`workers` at once, reused across runs: importing torch and
+       transformers costs seconds, a tiny run costs seconds too). Each run sets its own torch
+       threads (RunConfig.threads), chosen so workers × threads ≤ the machine's cores.
+ray    each run a Ray task reserving `threads` CPUs (and GPUs when the device is cuda), on a local
+       Ray instance started here or on an existing cluster (`address`). The results directory
+       must be a path every node sees (a shared filesystem): workers write there directly.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+
+from bench.harness.worker import init_local_worker, run_one
+
+Job = tuple[dict, str, bool]  # (RunConfig.to_dict(), results root, wait for the lock)
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _crashed(job: Job, why: str) -> dict:
+    from bench.config import RunConfig
+
+    cfg = job[0]
+    return {"run_id": RunConfig.from_dict(cfg).run_id, "recipe": cfg["recipe"]["name"], "cell": cfg["tags"].get("cell"), "seed": cfg["seed"],
+            "status": "crashed", "reason": why, "acc": None, "wall_s": None}
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=exc[0] is None, cancel_futures=True)
+
+    def _get_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=init_local_worker)
+        return self._pool
+
+    def run(self, jobs: list[Job], on_done: Callable[[dict], None]) -> None:
+        pending = {self._get_pool().submit(run_one, *job): job for job in jobs}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                job = pending.pop(fut)
+                try:
+                    out = fut.result()
+                except BrokenProcessPool:
+                    # a worker died (killed, out of memory): every queued future fails with it. No
+                    # record was written for these runs, so the next `bench suite` redoes them.
+                    out = _crashed(job, "a worker process died (killed or out of memory?); rerun to resume")
+                    self._pool = None  # a broken pool takes no more work; the next run() starts a new one
+                except Exception as e:  # noqa: BLE001  (e.g. a config that fails to load)
+                    out = _crashed(job, f"{type(e).__name__}: {e}")
+                on_done(out)
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, threads: int, gpus: float, address: str | None, workers: int):
+        self.threads, self.gpus, self.address, self.workers = threads, gpus, address, workers
+
+    def __enter__(self) -> RayExecutor:
+        try:
+            import ray
+        except ImportError:
+            raise ValueError("--executor ray needs Ray: pip install 'grpo-bench[ray]'") from None
+        self.ray = ray
+        if self.address:
+            ray.init(address=self.address, log_to_driver=False)
+        else:  # a private local instance sized to the requested concurrency
+            ray.init(num_cpus=self.workers * self.threads, include_dashboard=False, log_to_driver=False)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.ray.shutdown()
+
+    def run(self, jobs: list[Job], on_done: Callable[[dict], None]) -> None:
+        ray = self.ray
+        remotes = {}
+        pending = {}
+        for job in jobs:
+            gpus = self.gpus if str(job[0]["device"]).startswith("cuda") else 0
+            fn = remotes.get(gpus) or remotes.setdefault(gpus, ray.remote(num_cpus=self.threads, num_gpus=gpus)(run_one))
+            pending[fn.remote(*job)] = job
+        while pending:
+            finished, _ = ray.wait(list(pending), num_returns=1)
+            job = pending.pop(finished[0])
+            try:
+                out = ray.get(finished[0])
+            except Exception as e:  # noqa: BLE001  (the worker died, or the task failed to start)
+                out = _crashed(job, f"{type(e).__name__}: {e}")
+            on_done(out)

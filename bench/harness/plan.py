@@ -1,0 +1,141 @@
+"""`bench suite NAME --dry-run`: the plan without running it, with a time estimate.
+
+The estimate comes from a short calibration: per cell with pending runs, one recipe's engine is
+set up and timed for two real training steps (the second is used: the first pays one-off costs)
+and one held-out evaluation, with the threads a worker would get. Per run:
+
+    steps  = budget / FLOPs per step   (or the budget itself for a steps budget)
+    time   = set-up + steps × seconds per step + evaluations × seconds per evaluation
+
+It is an estimate: lengths drift during training, recipes differ in cost per FLOP, critics and
+ReMax baselines add passes. When a cell's warm start is not cached yet, the calibration uses the
+untrained model in a throwaway cache (its completions run to the length cap, so the seconds per
+step overstate; for a FLOPs budget the error largely cancels) and the SFT time is not included.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import models, results, tasks
+from bench.config import RunConfig
+from bench.harness.runner import Plan, fmt_seconds
+from bench.suite import Suite
+from bench.warmstart import cache_dir, warmstart_key
+
+
+def warmstart_cached(cfg: RunConfig) -> bool:
+    key = warmstart_key(tasks.get(cfg.task, **cfg.task_params), models.get(cfg.scale), cfg.warmstart)
+    return (cache_dir() / "warmstart" / key / "warmstart.json").is_file()
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def calibrate(cfg: RunConfig) -> dict:
+    """Seconds and FLOPs of one training step and one evaluation of cfg's engine (trains nothing kept)."""
+    from bench.engine.trainer import Trainer
+    from bench.harness.worker import quiet
+
+    quiet()
+    cached = warmstart_cached(cfg)
+    with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as tmp, contextlib.ExitStack() as stack:
+        if not cached:
+            cfg = dataclasses.replace(cfg, warmstart=dataclasses.replace(cfg.warmstart, steps=0, eval_examples=1))
+            stack.enter_context(_env("BENCH_CACHE", str(Path(tmp) / "cache")))
+        t = Trainer(cfg, root=Path(tmp) / "results")
+        t0 = time.perf_counter()
+        t._setup()
+        setup_s = time.perf_counter() - t0
+        t._step = 0
+        rows = []
+        for step in (1, 2):
+            t0 = time.perf_counter()
+            rows.append(t.step(step))
+            rows[-1]["seconds"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        t._evaluate(0.0)
+        eval_s = time.perf_counter() - t0
+    last, first = rows[-1], rows[0]
+    return {"seconds_per_step": last["seconds"], "flops_per_step": last["compute/flops"] - first["compute/flops"],
+            "gen_tokens_per_step": last["compute/gen_tokens"] - first["compute/gen_tokens"],
+            "eval_s": eval_s, "setup_s": setup_s if cached else 0.0, "warmstart_cached": cached, "recipe": cfg.recipe.name}
+
+
+def estimate(cfg: RunConfig, cal: dict) -> tuple[float, float]:
+    """(estimated FLOPs, estimated seconds) of one run from its cell's calibration."""
+    b = cfg.budget
+    per = {"flops": cal["flops_per_step"], "tokens": cal["gen_tokens_per_step"], "steps": 1.0}[b.kind]
+    steps = b.value / max(per, 1e-9)
+    flops = b.value if b.kind == "flops" else steps * cal["flops_per_step"]
+    return flops, cal["setup_s"] + steps * cal["seconds_per_step"] + len(cfg.eval.fractions) * cal["eval_s"]
+
+
+def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, calibrate_time: bool = True,
+               out=sys.stdout) -> None:
+    done = {c.run_id for c in cfgs if results.is_finished(root, c.run_id)}
+    pending = [c for c in cfgs if c.run_id not in done]
+    cells = [c for c in suite.cells if any(r.tags["cell"] == c.name for r in cfgs)]
+    print(f"suite {suite.name} ({suite.path}): {len(cfgs)} runs = {len(cells)} cell(s) × "
+          f"{len({c.recipe.name for c in cfgs})} recipe(s) × {len({c.seed for c in cfgs})} seed(s); "
+          f"{len(done)} finished, {len(pending)} pending", file=out)
+    if suite.description:
+        print(f"  {suite.description}", file=out)
+    print(f"results: {Path(root).resolve()}", file=out)
+    print(f"execution: {plan.executor}, {plan.workers} worker(s) × {plan.threads} thread(s), device {plan.device}",
+          file=out)
+    fracs = ", ".join(f"{f:.0%}" for f in suite.eval.fractions)
+    print(f"evaluation: at {fracs} of each run's budget, {suite.eval.n_examples} held-out examples, k={suite.eval.k}",
+          file=out)
+    for recipe, ov in suite.overrides.items():
+        print(f"overrides for {recipe}: {', '.join(ov)}", file=out)
+
+    cals: dict[str, dict] = {}
+    if calibrate_time and pending:
+        for cell in cells:
+            first = next((c for c in pending if c.tags["cell"] == cell.name), None)
+            if first is None:
+                continue
+            print(f"calibrating {cell.name} with one {first.recipe.name} step ...", file=out, flush=True)
+            cals[cell.name] = cal = calibrate(dataclasses.replace(first, threads=plan.threads, device=plan.device))
+            note = "" if cal["warmstart_cached"] else " (warm start not cached: untrained model, SFT time not included)"
+            print(f"  {cal['seconds_per_step']:.2f} s/step, {cal['flops_per_step']:.3g} FLOPs/step, "
+                  f"eval {cal['eval_s']:.2f} s{note}", file=out)
+
+    print(f"\n{'run_id':<13} {'cell':<18} {'recipe':<12} {'seed':>4}  {'budget':>12}  {'FLOPs':>9}  {'status':<8} "
+          f"{'est. time':>9}", file=out)
+    total_s = 0.0
+    for c in cfgs:
+        cal = cals.get(c.tags["cell"])
+        flops, secs = estimate(c, cal) if cal else (c.budget.value if c.budget.kind == "flops" else None, None)
+        status = "done" if c.run_id in done else "pending"
+        if status == "pending" and secs is not None:
+            total_s += secs
+        print(f"{c.run_id:<13} {c.tags['cell']:<18} {c.recipe.name:<12} {c.seed:>4}  {str(c.budget):>12}  "
+              f"{'-' if flops is None else f'{flops:.3g}':>9}  {status:<8} "
+              f"{fmt_seconds(secs) if status == 'pending' else '':>9}", file=out)
+    if not pending:
+        print("\nevery run is finished; `bench suite` would only write the report", file=out)
+    elif cals:
+        wall = total_s / plan.workers
+        print(f"\nestimated time for {len(pending)} pending run(s): ~{fmt_seconds(wall)} on {plan.workers} worker(s) "
+              f"({fmt_seconds(total_s)} of run time); an estimate from one calibration step per cell", file=out)
+        missing = [n for n, cal in cals.items() if not cal["warmstart_cached"]]
+        if missing:
+            print(f"plus the warm-start SFT of {', '.join(missing)} (not cached yet; trained once, then reused)",
+                  file=out)

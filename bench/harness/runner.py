@@ -1,0 +1,205 @@
+"""`bench suite`: expand, skip finished runs, execute the rest with progress, wait for runs that
+another process holds, then write the report.
+
+Resume needs no state of its own: a run is finished iff results/runs/<run_id>/run.json exists
+(written last, atomically), and a run in progress holds its lock. So a rerun after Ctrl-C or
+SIGKILL redoes exactly the runs without a record, and two `bench suite` processes on one results
+directory split the work: each skips runs the other holds, then waits for them at the end (and
+runs them itself if their holder died).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from bench import results
+from bench.config import RunConfig
+from bench.harness.executors import LocalExecutor, RayExecutor, cpu_count
+from bench.harness.locks import clean_stale_temp, run_lock
+from bench.harness.worker import RAN
+from bench.suite import Suite
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How a suite will execute: concurrency and the runs' execution settings (never hashed)."""
+
+    executor: str
+    workers: int
+    threads: int
+    device: str
+    address: str | None = None
+
+
+def make_plan(suite: Suite, n_pending: int, executor: str = "local", workers: int | None = None,
+              threads: int | None = None, device: str | None = None, address: str | None = None) -> Plan:
+    """threads × workers ≤ cores: by default one worker per core (runs are small), all cores split evenly."""
+    if executor not in ("local", "ray"):
+        raise ValueError(f"unknown executor {executor!r}; valid: local, ray")
+    if workers is not None and workers < 1 or threads is not None and threads < 0:
+        raise ValueError("--workers must be >= 1 and --threads >= 0")
+    cores = cpu_count()
+    threads = threads or suite.resources.threads or 0
+    if workers is None:
+        workers = max(1, min(max(n_pending, 1), cores // threads if threads else cores))
+    threads = threads or max(1, cores // workers)
+    return Plan(executor, workers, threads, device or suite.device, address)
+
+
+def execution_order(suite: Suite, cfgs: list[RunConfig]) -> list[RunConfig]:
+    """Seed-major, then recipe, then cell: the first runs touch every cell (so warm starts train in
+    parallel), and seed 0 of every recipe finishes before seed 1 starts (useful partial results)."""
+    rank = {r: i for i, r in enumerate(suite.recipes)}
+    cell = {c.name: i for i, c in enumerate(suite.cells)}
+    seed = {s: i for i, s in enumerate(suite.seeds)}
+    return sorted(cfgs, key=lambda c: (seed[c.seed], rank[c.recipe.name], cell[c.tags["cell"]]))
+
+
+def remove_failed(root: Path, cfgs: list[RunConfig], out=sys.stdout) -> int:
+    """--retry-failed: delete records with status `failed` (a crash, not a divergence) so they rerun."""
+    import json
+
+    n = 0
+    for c in cfgs:
+        d = results.run_dir(root, c.run_id)
+        if not results.is_finished(root, c.run_id):
+            continue
+        if json.loads((d / "run.json").read_text()).get("status") != "failed":
+            continue
+        with run_lock(root, c.run_id, wait=False) as held:
+            if held:
+                shutil.rmtree(d)
+                n += 1
+    if n:
+        print(f"removed {n} failed run record(s); they will run again", file=out)
+    return n
+
+
+class Progress:
+    """An overall bar on stderr (runs done / total, ETA) and one line per finished run on `out`."""
+
+    def __init__(self, total: int, already: int, out=sys.stdout):
+        from tqdm import tqdm
+
+        self.total, self.done, self.out = total, already, out
+        self.outcomes: list[dict] = []
+        self.locked: list[dict] = []
+        self.t0 = time.monotonic()
+        self.bar = tqdm(total=total, initial=already, desc="runs", unit="run", file=sys.stderr, disable=None,
+                        dynamic_ncols=True, smoothing=0.0)
+
+    def update(self, o: dict) -> None:
+        if o["status"] == "locked":  # held by another process: re-checked at the end
+            self.locked.append(o)
+            return
+        self.outcomes.append(o)
+        self.done += 1
+        self.bar.update(1)
+        ran = sum(x["status"] in RAN for x in self.outcomes)
+        left = self.total - self.done
+        eta = (time.monotonic() - self.t0) / ran * left if ran and left else 0.0
+        acc = o.get("acc")
+        self.bar.write(
+            f"{o['status']:<8} {o['recipe']:<12} {o['cell'] or '':<18} seed {o['seed']:<3} "
+            f"acc {'  -  ' if acc is None or math.isnan(acc) else f'{acc:.3f}'}  "
+            f"{fmt_seconds(o.get('wall_s')):>7}  {o['run_id'] or ''}  [{self.done}/{self.total}"
+            f"{', eta ' + fmt_seconds(eta) if left else ''}]"
+            + (f"  {o['reason']}" if o.get("reason") and o["status"] != "done" else ""), file=self.out)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None or (isinstance(s, float) and math.isnan(s)):
+        return "-"
+    s = float(s)
+    if s < 60:
+        return f"{s:.1f}s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+
+
+def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry_failed: bool = False,
+              out=sys.stdout) -> int:
+    """Execute the pending runs of cfgs. Returns 0 when every run has a finished or diverged record."""
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    n_stale = clean_stale_temp(root)
+    if n_stale:
+        print(f"removed {n_stale} partial write(s) left by killed runs in {root / '.tmp'}", file=out)
+    if retry_failed:
+        remove_failed(root, cfgs, out)
+    pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
+    n_done = len(cfgs) - len(pending)
+    print(f"suite {suite.name}: {len(cfgs)} runs, {n_done} already finished, {len(pending)} to run "
+          f"({plan.executor}: {plan.workers} worker(s) × {plan.threads} thread(s), device {plan.device}); "
+          f"results in {root}", file=out)
+    if not pending:
+        print(f"nothing to run: all {len(cfgs)} runs are finished", file=out)
+        return _summarise([], cfgs, root, 0.0, out, quiet=True)
+    t0 = time.monotonic()
+    progress = Progress(len(cfgs), n_done, out)
+    if pending:
+        jobs = {c.run_id: (dataclasses.replace(c, threads=plan.threads, device=plan.device).to_dict(), str(root))
+                for c in execution_order(suite, pending)}
+        try:
+            with _executor(plan) as ex:
+                ex.run([(*job, False) for job in jobs.values()], progress.update)
+                if progress.locked:
+                    print(f"{len(progress.locked)} run(s) held by another process; waiting for them "
+                          "(and running any whose holder died)", file=out)
+                    held = {o["run_id"] for o in progress.locked}
+                    progress.locked = []
+                    ex.run([(*job, True) for rid, job in jobs.items() if rid in held], progress.update)
+        finally:
+            progress.close()
+    else:
+        progress.close()
+    return _summarise(progress.outcomes, cfgs, root, time.monotonic() - t0, out)
+
+
+def _executor(plan: Plan):
+    if plan.executor == "ray":
+        return RayExecutor(plan.threads, gpus=1.0 if plan.device.startswith("cuda") else 0.0,
+                           address=plan.address, workers=plan.workers)
+    return LocalExecutor(plan.workers)
+
+
+def _summarise(outcomes: list[dict], cfgs: list[RunConfig], root: Path, seconds: float, out, quiet=False) -> int:
+    count = {s: sum(o["status"] == s for o in outcomes) for s in ("finished", "diverged", "failed", "crashed", "done")}
+    missing = [c.run_id for c in cfgs if not results.is_finished(root, c.run_id)]
+    parts = [f"{v} {k}" for k, v in count.items() if v and k != "done"]
+    if count["done"]:
+        parts.append(f"{count['done']} done by another process")
+    if not quiet:
+        print(f"ran {sum(count[s] for s in RAN)} run(s) in {fmt_seconds(seconds)}"
+              + (f": {', '.join(parts)}" if parts else ""), file=out)
+    for o in outcomes:
+        if o["status"] in ("failed", "crashed"):
+            print(f"  {o['status']}: {o['recipe']} {o['cell']} seed {o['seed']} ({o['run_id']}): {o.get('reason')}", file=out)
+    if missing:
+        print(f"{len(missing)} run(s) have no record yet; rerun `bench suite` to resume them", file=out)
+    return 0 if not missing and not count["failed"] and not count["crashed"] else 1
+
+
+def write_report(suite: Suite, root: Path, out=sys.stdout) -> None:
+    """The report (issue 6) when bench.report exists: `bench.report.build(suite, root)`."""
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("bench.report") is None:
+        print(f"report: not available yet (bench.report is not built); `bench results {suite.name}` "
+              "prints the leaderboard", file=out)
+        return
+    report = importlib.import_module("bench.report")
+    if not hasattr(report, "build"):
+        print("report: bench.report has no build(suite, root); skipped", file=out)
+        return
+    path = report.build(suite, root)
+    print(f"report: {path}", file=out)

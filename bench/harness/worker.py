@@ -1,0 +1,73 @@
+"""One run, in whichever process an executor gives it: lock, skip if finished, train.
+
+`run_one` takes and returns plain dicts (a RunConfig's canonical form; an outcome), so the same
+function runs in a local spawn-pool process and as a Ray task.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from bench import results
+from bench.harness.locks import remove_temp, run_lock
+
+# outcome["status"]: finished | diverged | failed  (this call trained; a record exists, except when
+# the worker itself crashed) | done (already finished, by an earlier or another process) |
+# locked (another process holds the run; not waited for)
+RAN = ("finished", "diverged", "failed")
+
+
+def init_local_worker() -> None:
+    """Pool initializer: die with the parent (so SIGKILL of `bench suite` leaves no orphan runs)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: an orphaned worker finishes its run, which is still safe (locks, atomic writes)
+    quiet()
+
+
+def quiet() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def run_one(cfg_dict: dict, root: str, wait: bool = False) -> dict:
+    """Run cfg unless finished or held by another process. Never raises for a failed run."""
+    from bench.config import RunConfig
+
+    quiet()
+    cfg = RunConfig.from_dict(cfg_dict)
+    root_p = Path(root)
+    base = {"run_id": cfg.run_id, "recipe": cfg.recipe.name, "cell": cfg.tags.get("cell", f"{cfg.task}/{cfg.scale}"),
+            "seed": cfg.seed, "host": socket.gethostname(), "pid": os.getpid()}
+    with run_lock(root_p, cfg.run_id, wait=wait) as held:
+        if not held:
+            return {**base, "status": "locked"}
+        if results.is_finished(root_p, cfg.run_id):
+            return {**base, **_from_record(root_p, cfg.run_id), "status": "done"}
+        remove_temp(root_p, cfg.run_id)  # a writer killed mid-write; we hold the lock, so it is dead
+        t0 = time.perf_counter()
+        try:
+            from bench.engine.trainer import Trainer
+
+            res = Trainer(cfg, root=root_p).run()
+        except Exception as e:  # the trainer has written a `failed` record; report, do not crash the pool
+            return {**base, "status": "failed", "reason": f"{type(e).__name__}: {e}",
+                    "wall_s": time.perf_counter() - t0, "acc": None}
+        return {**base, "status": res.status, "reason": res.reason, "wall_s": time.perf_counter() - t0,
+                "acc": res.final.get("eval/acc_greedy")}
+
+
+def _from_record(root: Path, run_id: str) -> dict:
+    meta = json.loads((results.run_dir(root, run_id) / "run.json").read_text())
+    return {"recorded_status": meta.get("status"), "wall_s": meta.get("wall_s"), "reason": meta.get("reason", ""),
+            "acc": None}
