@@ -85,7 +85,8 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         raise ValueError(f"--only {' '.join(args.only)} selects no run of suite {s.name}")
     root = Path(args.results) if args.results else results.default_root()
     pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
-    plan = runner.make_plan(s, len(pending), args.executor, args.workers, args.threads, args.device, args.address)
+    plan = runner.make_plan(s, len(pending), args.executor, args.workers, args.threads, args.device, args.address,
+                            args.gpus_per_run)
     if args.dry_run:
         from bench.harness.plan import print_plan
 
@@ -186,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     su.add_argument("--threads", type=int, default=None,
                     help="torch threads per run (default: the suite's [resources] threads, else cores / workers)")
     su.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
+    su.add_argument("--gpus-per-run", type=float, default=None,
+                    help="Ray with a cuda device: GPUs each run reserves; fractions pack runs on one GPU "
+                         "(default: the suite's [resources] gpus_per_run, else 1)")
     su.add_argument("--device", default=None, help="override the suite's device (cpu, cuda, cuda:N); not hashed")
     su.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
     su.add_argument("--retry-failed", action="store_true",

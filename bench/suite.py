@@ -169,10 +169,14 @@ def resolve(name_or_path: str | Path) -> Path:
 
 def load(name_or_path: str | Path) -> Suite:
     path = resolve(name_or_path)
+    text = path.read_text()
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SuiteError(path, "", f"invalid TOML: {e}") from None
+        m = re.search(r"line (\d+)", str(e))
+        lines = text.splitlines()
+        shown = f": {lines[int(m.group(1)) - 1].strip()!r}" if m and 0 < int(m.group(1)) <= len(lines) else ""
+        raise SuiteError(path, "", f"invalid TOML: {e}{shown}") from None
     return from_dict(data, path)
 
 

@@ -47,8 +47,17 @@ class LocalExecutor:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=exc[0] is None, cancel_futures=True)
+        if self._pool is None:
+            return
+        if exc[0] is None:
+            self._pool.shutdown(wait=True)
+            return
+        # interrupted: stop now. Queued runs would otherwise still start, and a worker mid-run would
+        # finish it first. A killed run leaves no record (at most a temp dir), so a rerun redoes it.
+        procs = list((self._pool._processes or {}).values())  # no public handle before Python 3.14
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.kill()
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -59,7 +68,8 @@ class LocalExecutor:
     def run(self, jobs: list[Job], on_done: Callable[[dict], None]) -> None:
         pending = {self._get_pool().submit(run_one, *job): job for job in jobs}
         while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            # a timeout, so the main thread wakes to handle Ctrl-C (a signal may land on another thread)
+            finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in finished:
                 job = pending.pop(fut)
                 try:
@@ -104,7 +114,9 @@ class RayExecutor:
             fn = remotes.get(gpus) or remotes.setdefault(gpus, ray.remote(num_cpus=self.threads, num_gpus=gpus)(run_one))
             pending[fn.remote(*job)] = job
         while pending:
-            finished, _ = ray.wait(list(pending), num_returns=1)
+            finished, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+            if not finished:
+                continue
             job = pending.pop(finished[0])
             try:
                 out = ray.get(finished[0])

@@ -111,7 +111,7 @@ def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, cali
             first = next((c for c in pending if c.tags["cell"] == cell.name), None)
             if first is None:
                 continue
-            print(f"calibrating {cell.name} with one {first.recipe.name} step ...", file=out, flush=True)
+            print(f"calibrating {cell.name}: two {first.recipe.name} steps and one evaluation ...", file=out, flush=True)
             cals[cell.name] = cal = calibrate(dataclasses.replace(first, threads=plan.threads, device=plan.device))
             note = "" if cal["warmstart_cached"] else " (warm start not cached: untrained model, SFT time not included)"
             print(f"  {cal['seconds_per_step']:.2f} s/step, {cal['flops_per_step']:.3g} FLOPs/step, "
@@ -134,7 +134,7 @@ def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, cali
     elif cals:
         wall = total_s / plan.workers
         print(f"\nestimated time for {len(pending)} pending run(s): ~{fmt_seconds(wall)} on {plan.workers} worker(s) "
-              f"({fmt_seconds(total_s)} of run time); an estimate from one calibration step per cell", file=out)
+              f"({fmt_seconds(total_s)} of run time); an estimate from a short calibration per cell", file=out)
         missing = [n for n, cal in cals.items() if not cal["warmstart_cached"]]
         if missing:
             print(f"plus the warm-start SFT of {', '.join(missing)} (not cached yet; trained once, then reused)",

@@ -10,7 +10,9 @@ runs them itself if their holder died).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -33,21 +35,26 @@ class Plan:
     threads: int
     device: str
     address: str | None = None
+    gpus_per_run: float = 1.0  # Ray, device cuda: GPUs each run reserves
 
 
 def make_plan(suite: Suite, n_pending: int, executor: str = "local", workers: int | None = None,
-              threads: int | None = None, device: str | None = None, address: str | None = None) -> Plan:
+              threads: int | None = None, device: str | None = None, address: str | None = None,
+              gpus_per_run: float | None = None) -> Plan:
     """threads × workers ≤ cores: by default one worker per core (runs are small), all cores split evenly."""
     if executor not in ("local", "ray"):
         raise ValueError(f"unknown executor {executor!r}; valid: local, ray")
     if workers is not None and workers < 1 or threads is not None and threads < 0:
         raise ValueError("--workers must be >= 1 and --threads >= 0")
+    if gpus_per_run is not None and not gpus_per_run > 0:
+        raise ValueError(f"--gpus-per-run must be > 0, got {gpus_per_run}")
     cores = cpu_count()
     threads = threads or suite.resources.threads or 0
     if workers is None:
         workers = max(1, min(max(n_pending, 1), cores // threads if threads else cores))
     threads = threads or max(1, cores // workers)
-    return Plan(executor, workers, threads, device or suite.device, address)
+    return Plan(executor, workers, threads, device or suite.device, address,
+                gpus_per_run or suite.resources.gpus_per_run)
 
 
 def execution_order(suite: Suite, cfgs: list[RunConfig]) -> list[RunConfig]:
@@ -61,18 +68,19 @@ def execution_order(suite: Suite, cfgs: list[RunConfig]) -> list[RunConfig]:
 
 def remove_failed(root: Path, cfgs: list[RunConfig], out=sys.stdout) -> int:
     """--retry-failed: delete records with status `failed` (a crash, not a divergence) so they rerun."""
-    import json
-
     n = 0
     for c in cfgs:
         d = results.run_dir(root, c.run_id)
         if not results.is_finished(root, c.run_id):
             continue
-        if json.loads((d / "run.json").read_text()).get("status") != "failed":
+        if _status(root, c.run_id) != "failed":
             continue
         with run_lock(root, c.run_id, wait=False) as held:
-            if held:
-                shutil.rmtree(d)
+            if held:  # move aside first: a reader sees the whole record or none
+                trash = root / ".tmp" / f"{c.run_id}.{os.getpid()}"
+                trash.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(d, trash)
+                shutil.rmtree(trash)
                 n += 1
     if n:
         print(f"removed {n} failed run record(s); they will run again", file=out)
@@ -145,29 +153,26 @@ def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry
         return _summarise([], cfgs, root, 0.0, out, quiet=True)
     t0 = time.monotonic()
     progress = Progress(len(cfgs), n_done, out)
-    if pending:
-        jobs = {c.run_id: (dataclasses.replace(c, threads=plan.threads, device=plan.device).to_dict(), str(root))
-                for c in execution_order(suite, pending)}
-        try:
-            with _executor(plan) as ex:
-                ex.run([(*job, False) for job in jobs.values()], progress.update)
-                if progress.locked:
-                    print(f"{len(progress.locked)} run(s) held by another process; waiting for them "
-                          "(and running any whose holder died)", file=out)
-                    held = {o["run_id"] for o in progress.locked}
-                    progress.locked = []
-                    ex.run([(*job, True) for rid, job in jobs.items() if rid in held], progress.update)
-        finally:
-            progress.close()
-    else:
+    jobs = {c.run_id: (dataclasses.replace(c, threads=plan.threads, device=plan.device).to_dict(), str(root))
+            for c in execution_order(suite, pending)}
+    try:
+        with _executor(plan) as ex:
+            ex.run([(*job, False) for job in jobs.values()], progress.update)
+            if progress.locked:
+                print(f"{len(progress.locked)} run(s) held by another process; waiting for them "
+                      "(and running any whose holder died)", file=out)
+                held = {o["run_id"] for o in progress.locked}
+                progress.locked = []
+                ex.run([(*job, True) for rid, job in jobs.items() if rid in held], progress.update)
+    finally:
         progress.close()
     return _summarise(progress.outcomes, cfgs, root, time.monotonic() - t0, out)
 
 
 def _executor(plan: Plan):
     if plan.executor == "ray":
-        return RayExecutor(plan.threads, gpus=1.0 if plan.device.startswith("cuda") else 0.0,
-                           address=plan.address, workers=plan.workers)
+        gpus = plan.gpus_per_run if plan.device.startswith("cuda") else 0.0
+        return RayExecutor(plan.threads, gpus=gpus, address=plan.address, workers=plan.workers)
     return LocalExecutor(plan.workers)
 
 
@@ -185,7 +190,16 @@ def _summarise(outcomes: list[dict], cfgs: list[RunConfig], root: Path, seconds:
             print(f"  {o['status']}: {o['recipe']} {o['cell']} seed {o['seed']} ({o['run_id']}): {o.get('reason')}", file=out)
     if missing:
         print(f"{len(missing)} run(s) have no record yet; rerun `bench suite` to resume them", file=out)
+    failed_before = [c for c in cfgs if c.run_id not in {o["run_id"] for o in outcomes}
+                     and results.is_finished(root, c.run_id) and _status(root, c.run_id) == "failed"]
+    if failed_before:
+        print(f"{len(failed_before)} earlier run(s) have a `failed` record (a crash); `--retry-failed` reruns them",
+              file=out)
     return 0 if not missing and not count["failed"] and not count["crashed"] else 1
+
+
+def _status(root: Path, run_id: str) -> str:
+    return json.loads((results.run_dir(root, run_id) / "run.json").read_text()).get("status", "")
 
 
 def write_report(suite: Suite, root: Path, out=sys.stdout) -> None:

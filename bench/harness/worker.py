@@ -21,10 +21,13 @@ RAN = ("finished", "diverged", "failed")
 
 
 def init_local_worker() -> None:
-    """Pool initializer: die with the parent (so SIGKILL of `bench suite` leaves no orphan runs)."""
+    """Pool initializer: die with the parent (so SIGKILL of `bench suite` leaves no orphan runs);
+    leave Ctrl-C to the parent, which stops the workers itself."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import ctypes
-        import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

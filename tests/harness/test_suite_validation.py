@@ -1,0 +1,94 @@
+"""Bad suite files fail with the file, the key and the valid choices (acceptance 5)."""
+from pathlib import Path
+
+import pytest
+
+from bench import suite as suites
+
+GOOD = """\
+recipes = ["grpo", "dapo"]
+seeds = [0, 1]
+tasks = ["addition"]
+scales = ["nano"]
+
+[budget]
+"addition/nano" = 2e9
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "bad.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def error(tmp_path: Path, text: str) -> str:
+    p = write(tmp_path, text)
+    with pytest.raises(ValueError) as e:
+        suites.load(p)
+    msg = str(e.value)
+    assert msg.startswith(str(p)), msg  # every error names the file first
+    return msg
+
+
+def test_good_suite_loads(tmp_path):
+    s = suites.load(write(tmp_path, GOOD, "good.toml"))
+    assert s.name == "good" and s.recipes == ("grpo", "dapo") and s.seeds == (0, 1)
+    assert [c.name for c in s.cells] == ["addition/nano"] and s.cells[0].budget.value == 2e9
+
+
+def test_unknown_recipe_lists_choices_and_suggests(tmp_path):
+    msg = error(tmp_path, GOOD.replace('"dapo"]', '"dapoo"]'))
+    assert "recipes" in msg and "'dapoo'" in msg and "did you mean 'dapo'" in msg
+    assert "grpo" in msg and "vapo" in msg  # the valid names
+
+
+def test_negative_budget(tmp_path):
+    msg = error(tmp_path, GOOD.replace("2e9", "-5"))
+    assert "budget.addition/nano" in msg and "> 0" in msg
+
+
+def test_missing_required_key(tmp_path):
+    msg = error(tmp_path, GOOD.replace('seeds = [0, 1]\n', ""))
+    assert "seeds" in msg and "missing required key" in msg
+
+
+def test_missing_cell_budget_names_the_cell(tmp_path):
+    msg = error(tmp_path, GOOD.replace('tasks = ["addition"]', 'tasks = ["addition", "chain_sum"]'))
+    assert "budget.chain_sum/nano" in msg and "missing budget" in msg
+
+
+def test_invalid_toml_gives_the_line(tmp_path):
+    msg = error(tmp_path, GOOD + "[train]\nlr = = 3\n")
+    assert "invalid TOML" in msg and "line 9" in msg and "lr = = 3" in msg
+
+
+@pytest.mark.parametrize("extra, key, fragment", [
+    ("[train]\nlrr = 1e-3\n", "train.lrr", "did you mean 'lr'"),
+    ("[train]\nlr = \"fast\"\n", "train.lr", "expected float"),
+    ("[train]\nprecision = \"fp16\"\n", "train.precision", "one of 'fp32', 'bf16'"),
+    ("[eval]\nevery = 0.3\n", "eval", "1/n"),
+    ("[task_params.addition]\ndifficulty = \"extreme\"\n", "task_params.addition", "easy"),
+    ("[task_params.countdown]\ndifficulty = \"easy\"\n", "task_params.countdown", "suite's tasks"),
+    ("[overrides.grpo]\n\"recipe.objective.eps_hgh\" = 0.3\n", "overrides.grpo", "eps_high"),
+    ("[overrides.grpo]\n\"budget.value\" = 1e9\n", "overrides.grpo.budget.value", "stay matched"),
+    ("[overrides.ppo]\n\"train.lr\" = 1e-3\n", "overrides.ppo", "suite's recipes"),
+    ("colour = 3\n", "colour", "top-level key"),
+    ("device = \"tpu\"\n", "device", "cuda"),
+])
+def test_bad_values_name_the_key(tmp_path, extra, key, fragment):
+    top, budget = GOOD.split("[budget]")
+    text = top + extra + "\n[budget]" + budget if not extra.startswith("[") else GOOD + extra
+    msg = error(tmp_path, text)
+    assert f": {key}:" in msg and fragment in msg, msg
+
+
+def test_unknown_scale_and_task(tmp_path):
+    assert "id you mean 'nano'" in error(tmp_path, GOOD.replace('["nano"]', '["nanoo"]'))
+    msg = error(tmp_path, GOOD.replace('["addition"]', '["additon"]'))
+    assert "tasks" in msg and "did you mean 'addition'" in msg
+
+
+def test_unknown_suite_name_suggests():
+    with pytest.raises(ValueError, match="did you mean 'smoke'"):
+        suites.load("smok")
