@@ -74,7 +74,7 @@ def test_overrides_apply_to_their_recipe_only(suite):
 
 
 def test_run_ids_survive_the_worker_round_trip(suite):
-    for c in suite.expand():
+    for c in suite.expand() + suites.load("math-small").expand(suites.load("math-small").parse_only(["seed=0"])):
         back = RunConfig.from_dict(c.to_dict())
         assert back.run_id == c.run_id and back.tags == c.tags
         # execution settings are not hashed: workers may get any threads/device

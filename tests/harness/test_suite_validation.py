@@ -92,3 +92,14 @@ def test_unknown_scale_and_task(tmp_path):
 def test_unknown_suite_name_suggests():
     with pytest.raises(ValueError, match="did you mean 'smoke'"):
         suites.load("smok")
+
+
+def test_cli_prints_one_line_error_and_exits_2(tmp_path, capsys):
+    from bench.cli import main
+
+    p = write(tmp_path, GOOD.replace("2e9", "-5"))
+    assert main(["suite", str(p), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"bench suite: error: {p}: budget.addition/nano:") and err.count("\n") == 1
+    assert main(["suite", "smoke", "--dry-run", "--only", "recipe=grpoo"]) == 2
+    assert "did you mean 'grpo'" in capsys.readouterr().err
