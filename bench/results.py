@@ -28,7 +28,10 @@ import polars as pl
 #   loss/kl                      0 when the recipe has no KL term in the loss
 #   loss/value, critic/explained_var   NaN without a critic (all but ppo, vapo)
 #   loss/nll                     NaN unless the recipe has VAPO's positive-example NLL
-#   kl/k1, kl/k3                 always: the reference is evaluated for every recipe
+#   kl/k1, kl/k3, policy/*, grad/norm, loss/*   every step with an update: the reference is
+#                                evaluated for every recipe. A step whose filter kept no group
+#                                (dynamic sampling that never found a mixed group) has no update:
+#                                these are NaN there and filter/kept_frac is 0.
 STEP_METRICS = [
     "reward/mean", "reward/std", "acc/train",
     "len/mean", "len/correct", "len/incorrect", "len/truncated_frac",
