@@ -14,7 +14,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch>=2.6,torch==2.13.0)
 EXTRAS ?= test,ray
 SUITE ?= math-small
 
-.PHONY: setup suite test test-slow clean
+.PHONY: setup suite test test-slow clean bench-speed
 
 setup: $(VENV)/.installed
 
@@ -37,3 +37,7 @@ test-slow: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+bench-speed: setup
+	$(PIP) install -q 'trl>=1.0'
+	$(PY) benchmarks/engine_speed.py

@@ -1,0 +1,359 @@
+"""Engine speed beside transformers and TRL at equal shapes (issue 4, acceptance item 6).
+
+Prints measured figures; it asserts nothing. Three comparisons, each run in this one process so
+that the ratios share the machine's load (timings on a shared CPU box move ±30–50% from run to
+run; the ratio of two figures taken minutes apart moves less):
+
+1. Rollout tokens/s: `NativeBackend.generate` vs transformers `model.generate(do_sample=True)`,
+   same model, same left-padded task prompts, same batch and max_new_tokens, temperature 1, no top-k/p.
+   Generated tokens are counted the same way for both: each row up to and including its first
+   EOS (or max_new_tokens), never padding. Freshly initialised models (speed does not depend on
+   the weights; a random model rarely emits EOS, so rows run to the cap).
+2. Train tokens/s: our update (`sequence_logprobs` with the detached entropy the trainer logs,
+   a masked token-mean loss, backward, grad-norm clip, AdamW step) vs a plain HF step
+   (`model(input_ids, attention_mask, labels)`, backward, clip, AdamW) on the same batch: the
+   prompts of (1) followed by the completions our backend sampled. Tokens/s counts real
+   (non-padding) prompt + completion tokens.
+3. Seconds per RL step: `Trainer.step` on a grpo RunConfig vs TRL's `GRPOTrainer`, both from one
+   warm-start checkpoint directory, with the same prompts per step × group size, max completion
+   length, β = 0.04, ε = 0.2, one update per batch (TRL: num_iterations=1, loss_type="grpo",
+   scale_rewards="group"), lr, grad clip, and the task's verifier as the reward. One warm-up
+   step, then the median of --rl-steps steps, each timed from the end of the previous one. The
+   mean completion length of the timed steps is printed beside each, because step time follows it.
+
+Every timed figure of (1) and (2) is the median of --repeats runs after one warm-up run, the two
+sides alternating so that drifting load hits both. Everything runs on --threads torch threads,
+default 1: on a quiet 2-core box two threads train ~1.8x faster, but once another process holds
+a core, OpenMP threads wait on each other (decoding measured 50-100x slower, and a default run
+took over 10 minutes instead of one). On a machine of your own, pass --threads 0 (all cores).
+The warm start is trained into a temporary BENCH_CACHE (short: --warmstart-steps) unless --cache
+names one, and run outputs go to a temporary directory that is deleted at exit.
+
+    python benchmarks/engine_speed.py                      # nano and micro, 1-2 min on 2 cores
+    python benchmarks/engine_speed.py --scales nano,micro,small --repeats 9 --json speed.json
+    python benchmarks/engine_speed.py --skip rl            # parts 1-2 only
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+import transformers
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a file from a checkout without `pip install -e .`
+    sys.path.insert(0, str(REPO))
+
+import algorithms  # noqa: E402
+from bench import models, tasks  # noqa: E402
+from bench.config import Budget, RunConfig, TrainConfig  # noqa: E402
+from bench.engine.policy import Policy, sequence_logprobs  # noqa: E402
+from bench.engine.rollout import NativeBackend, SamplingParams, left_pad  # noqa: E402
+from bench.warmstart import WarmStartConfig  # noqa: E402
+
+
+PARTS = {"rollout-train", "rl"}
+
+
+def alternating(fns: dict, repeats: int) -> dict[str, list[float]]:
+    """Warm up each, then time them in turn, `repeats` rounds: load drift hits every side alike."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return times
+
+
+def generated_tokens(completions: torch.Tensor, eos_id: int) -> int:
+    """Tokens of (B, T) completions up to and including each row's first EOS (all T if none)."""
+    is_eos = completions == eos_id
+    T = completions.shape[1]
+    first = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, torch.full_like(is_eos[:, 0], T, dtype=torch.long))
+    return int(first.sum())
+
+
+# ---------------------------------------------------------------------------- 1 and 2
+def bench_scale(scale_name: str, task, n_prompts: int, max_new: int, repeats: int, log) -> dict:
+    scale = models.get(scale_name)
+    tok = models.build_tokenizer(scale)
+    model = models.build_model(scale, tok, seed=0)
+    policy = Policy(model, tok)
+    prompts = policy.encode_prompts([e.prompt for e in task.split("train", n=n_prompts)])
+    ids, att = left_pad(prompts, policy.pad_id)
+    params = SamplingParams(max_new_tokens=max_new, temperature=1.0, seed=0)
+    backend = NativeBackend(model, policy.pad_id, policy.eos_id)
+    counts: dict[str, int] = {}
+
+    def ours():
+        g = backend.generate(prompts, params)
+        counts["native"] = int(g.mask.sum())
+
+    def hf():
+        model.eval()
+        torch.manual_seed(0)
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=att, do_sample=True, max_new_tokens=max_new,
+                                 temperature=1.0, top_k=0, top_p=1.0, pad_token_id=policy.pad_id,
+                                 eos_token_id=policy.eos_id, use_cache=True)
+        counts["hf"] = generated_tokens(out[:, ids.shape[1]:], policy.eos_id)
+
+    log(f"  rollout {scale_name}: {n_prompts} prompts x {max_new} new tokens")
+    gt = alternating({"native": ours, "hf": hf}, repeats)
+    gen = {k: {"s": statistics.median(v), "tokens": counts[k], "tok_s": counts[k] / statistics.median(v), "runs_s": v}
+           for k, v in gt.items()}
+
+    # Training batch: the prompts above + the completions our backend samples (right-padded after EOS).
+    g = backend.generate(prompts, params)
+    comp, cmask = g.tokens, g.mask
+    real = int(att.sum() + cmask.sum())
+    seq = torch.cat([ids, comp], 1)
+    full_att = torch.cat([att, torch.ones_like(comp)], 1)
+    labels = seq.masked_fill(torch.cat([torch.zeros_like(att), cmask.long()], 1) == 0, -100)
+    m_ours, m_hf = copy.deepcopy(model).train(), copy.deepcopy(model).train()
+    opt_ours = torch.optim.AdamW(m_ours.parameters(), lr=1e-4)
+    opt_hf = torch.optim.AdamW(m_hf.parameters(), lr=1e-4)
+
+    def train_ours():
+        opt_ours.zero_grad(set_to_none=True)
+        logp, _ = sequence_logprobs(m_ours, ids, att, comp, 1.0, with_entropy=True)
+        loss = -(logp * cmask).sum() / cmask.sum()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m_ours.parameters(), 1.0)
+        opt_ours.step()
+
+    def train_hf():
+        opt_hf.zero_grad(set_to_none=True)
+        loss = m_hf(input_ids=seq, attention_mask=full_att, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m_hf.parameters(), 1.0)
+        opt_hf.step()
+
+    log(f"  train {scale_name}: batch {tuple(seq.shape)}, {real} real tokens")
+    tt = alternating({"ours": train_ours, "hf": train_hf}, repeats)
+    train = {k: {"s": statistics.median(v), "tokens": real, "tok_s": real / statistics.median(v), "runs_s": v}
+             for k, v in tt.items()}
+    return {"scale": scale_name, "params": models.n_params(model), "batch": list(seq.shape),
+            "prompt_width": ids.shape[1], "generate": gen, "train": train}
+
+
+# ---------------------------------------------------------------------------- 3
+def bench_rl(args, scale: str, root: Path, log) -> dict:
+    from bench.engine.trainer import Trainer
+
+    train = TrainConfig(prompts_per_step=args.rl_prompts, group_size=args.rl_group, max_new_tokens=args.rl_max_new)
+    ws = WarmStartConfig(steps=args.warmstart_steps)
+    cfg = RunConfig(recipe=algorithms.get("grpo"), task=args.task, scale=scale,
+                    budget=Budget(args.rl_steps + 1, "steps"), train=train, warmstart=ws,
+                    threads=args.threads)
+    trainer = Trainer(cfg, root=root / "results", log=log)
+    log(f"  grpo step {scale}: warm start {args.task}/{scale} ({ws.resolve(args.task, scale).steps} SFT steps "
+        "unless cached) ...")
+    t0 = time.perf_counter()
+    trainer._setup()
+    log(f"  set-up {time.perf_counter() - t0:.1f}s (warm start {trainer.ws.path}, "
+        f"greedy acc {trainer.ws.accuracy:.2f})")
+    max_new = trainer.max_new
+    rows = []
+    for step in range(1, args.rl_steps + 2):
+        t0 = time.perf_counter()
+        row = trainer.step(step)
+        rows.append({"s": time.perf_counter() - t0, "len": row["len/mean"], "reward": row["reward/mean"],
+                     "rollout_s": row["time/rollout_s"], "reference_s": row["time/reference_s"],
+                     "train_s": row["time/train_s"]})
+    timed = rows[1:]
+    ours = {"s_step": statistics.median(r["s"] for r in timed), "runs_s": [r["s"] for r in timed],
+            "len_mean": statistics.mean(r["len"] for r in timed),
+            "reward_mean": statistics.mean(r["reward"] for r in timed),
+            "phases_s": {p: statistics.median(r[f"{p}_s"] for r in timed) for p in ("rollout", "reference", "train")}}
+    out = {"task": args.task, "scale": scale, "prompts_per_step": args.rl_prompts, "group_size": args.rl_group,
+           "max_new_tokens": max_new, "warmstart_steps": args.warmstart_steps,
+           "warmstart_acc": trainer.ws.accuracy, "ours": ours, "trl": None}
+    if has_trl():
+        out["trl"] = bench_trl(args, trainer, max_new, root / f"trl-{scale}", log)
+    return out
+
+
+def has_trl() -> bool:
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def bench_trl(args, trainer, max_new: int, root: Path, log) -> dict:
+    import logging
+
+    import trl
+    from datasets import Dataset
+    from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    logging.getLogger("trl").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")  # deprecated-alias notices
+    task, tc = trainer.task, trainer.cfg.train
+    pool = task.split("train", n=args.rl_prompts * (args.rl_steps + 2) * 4)
+    ds = Dataset.from_list([{"prompt": [{"role": "user", "content": e.prompt}], "idx": i} for i, e in enumerate(pool)])
+
+    def reward(completions, idx, **_):  # the task's verifier, as our engine scores it
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [float(task.score(t, pool[i]) >= 1.0) for t, i in zip(texts, idx)]
+
+    class StepClock(TrainerCallback):
+        def __init__(self):
+            self.marks: list[float] = []
+
+        def on_train_begin(self, *a, **k):
+            self.marks.append(time.perf_counter())
+
+        def on_step_end(self, *a, **k):
+            self.marks.append(time.perf_counter())
+
+    cfg = GRPOConfig(
+        output_dir=str(root), use_cpu=True, bf16=False, use_vllm=False,
+        gradient_checkpointing=False, activation_checkpointing=False,  # the new name of the same switch
+        per_device_train_batch_size=args.rl_prompts * args.rl_group, num_generations=args.rl_group,
+        gradient_accumulation_steps=1, max_completion_length=max_new, max_steps=args.rl_steps + 1,
+        learning_rate=tc.lr, weight_decay=tc.weight_decay, max_grad_norm=tc.grad_clip, lr_scheduler_type="constant",
+        warmup_steps=0, beta=0.04, loss_type="grpo", num_iterations=1, epsilon=0.2, scale_rewards="group",
+        temperature=tc.temperature, top_p=tc.top_p, top_k=0, report_to="none", save_strategy="no", logging_steps=1,
+        disable_tqdm=True, seed=trainer.cfg.seed, dataloader_num_workers=0,
+    )
+    tok = AutoTokenizer.from_pretrained(trainer.ws.path)
+    tok.padding_side = "left"
+    clock = StepClock()
+    grpo = GRPOTrainer(model=str(trainer.ws.path), reward_funcs=[reward], args=cfg, train_dataset=ds,
+                       processing_class=tok, callbacks=[clock])
+    grpo.remove_callback(PrinterCallback)  # it prints every log dict to stdout; the table is the output
+    log(f"  TRL {trl.__version__} GRPOTrainer: {args.rl_steps + 1} steps ...")
+    grpo.train()
+    durations = [b - a for a, b in zip(clock.marks, clock.marks[1:])][1:]  # drop the warm-up step
+    logs = [h for h in grpo.state.log_history if "completions/mean_length" in h][1:]
+    return {"s_step": statistics.median(durations), "runs_s": durations, "version": trl.__version__,
+            "threads": torch.get_num_threads(),
+            "len_mean": statistics.mean(h["completions/mean_length"] for h in logs) if logs else float("nan"),
+            "reward_mean": statistics.mean(h["reward"] for h in logs) if logs else float("nan")}
+
+
+# ---------------------------------------------------------------------------- report
+def table(headers: list[str], rows: list[list], left: int = 1) -> str:
+    """Plain-text table; the first `left` columns are labels (left-aligned), the rest figures."""
+    cells = [headers] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+    return "\n".join([line(cells[0]), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
+
+
+def report(res: dict) -> str:
+    out = [f"engine speed: torch {res['torch']} on {res['cpu']}, {res['threads']} threads; "
+           f"median of {res['repeats']} after a warm-up"]
+    gen_rows, train_rows = [], []
+    for s in res["scales"]:
+        g, t = s["generate"], s["train"]
+        gen_rows.append([s["scale"], f"{s['params'] / 1e6:.2f}M", f"{s['batch'][0]}x{res['max_new_tokens']}",
+                         f"{g['native']['tok_s']:,.0f}", f"{g['hf']['tok_s']:,.0f}",
+                         f"{g['native']['tok_s'] / g['hf']['tok_s']:.2f}x",
+                         f"{g['native']['tokens']}/{g['hf']['tokens']}"])
+        train_rows.append([s["scale"], f"{s['batch'][0]}x{s['batch'][1]}", f"{t['ours']['tok_s']:,.0f}",
+                           f"{t['hf']['tok_s']:,.0f}", f"{t['ours']['tok_s'] / t['hf']['tok_s']:.2f}x",
+                           f"{t['ours']['s']:.3f}/{t['hf']['s']:.3f}"])
+    if gen_rows:
+        out += ["", "1. rollout: generated tokens/s (higher is better; tokens counted up to and including EOS)",
+                table(["scale", "params", "batch", "native tok/s", "hf generate tok/s", "native/hf", "tokens n/hf"],
+                      gen_rows)]
+        out += ["", "2. training forward+backward+AdamW: real tokens/s (higher is better)",
+                table(["scale", "batch", "ours tok/s", "hf labels tok/s", "ours/hf", "s/step ours/hf"], train_rows)]
+    if res["rl"]:
+        first = res["rl"][0]
+        rows, ratios = [], []
+        for rl in res["rl"]:
+            o, t = rl["ours"], rl["trl"]
+            rows.append([rl["scale"], "engine (Trainer.step)", f"{o['s_step']:.3f}", f"{o['len_mean']:.1f}",
+                         f"{o['reward_mean']:.2f}", "  ".join(f"{k} {v:.3f}" for k, v in o["phases_s"].items())])
+            if t:
+                rows.append([rl["scale"], f"TRL {t['version']} GRPOTrainer", f"{t['s_step']:.3f}",
+                             f"{t['len_mean']:.1f}", f"{t['reward_mean']:.2f}", ""])
+                ratios.append(f"{rl['scale']} {t['s_step'] / o['s_step']:.2f}x")
+        out += ["", f"3. grpo step: {first['task']}, {first['prompts_per_step']} prompts x {first['group_size']}, "
+                    f"max {first['max_new_tokens']} new tokens, beta 0.04, one update per batch; median s/step "
+                    f"of {len(first['ours']['runs_s'])} after a warm-up step (lower is better)",
+                table(["scale", "trainer", "s/step", "mean len", "reward", "engine phases (s)"], rows, left=2)]
+        if ratios:
+            out.append("TRL s/step ÷ engine s/step (above 1: the engine is faster): " + ", ".join(ratios))
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scales", default="nano,micro", help="scales for parts 1-2, e.g. nano,micro,small")
+    ap.add_argument("--task", default="addition", help="task whose prompts and verifier are used")
+    ap.add_argument("--prompts", type=int, default=256, help="rollout/training batch size (parts 1-2)")
+    ap.add_argument("--max-new", type=int, default=32, help="new tokens per rollout (parts 1-2)")
+    ap.add_argument("--repeats", type=int, default=7, help="timed repeats after one warm-up (parts 1-2)")
+    ap.add_argument("--rl-scales", default="nano,micro", help="comma-separated scales for the RL step comparison")
+    ap.add_argument("--rl-steps", type=int, default=10, help="timed RL steps per trainer, after one warm-up step")
+    ap.add_argument("--rl-prompts", type=int, default=TrainConfig.prompts_per_step, help="prompts per RL step")
+    ap.add_argument("--rl-group", type=int, default=TrainConfig.group_size, help="completions per prompt")
+    ap.add_argument("--rl-max-new", type=int, default=None, help="max completion length (default: the task's cap)")
+    ap.add_argument("--warmstart-steps", type=lambda v: None if v == "default" else int(v), default=60,
+                    help="SFT steps of the warm start; short by default, as speed needs only a policy that "
+                         "writes the answer format and stops. 'default': the task's own warm start, which "
+                         "with --cache ~/.cache/grpo-bench reuses the checkpoint `bench run` trained")
+    ap.add_argument("--cache", default=None, help="BENCH_CACHE to use (default: a temporary one, deleted at exit)")
+    ap.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(sorted(PARTS))}")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads for everything (0: torch's default, one per core)")
+    ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    args = ap.parse_args(argv)
+
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    transformers.utils.logging.disable_progress_bar()  # "Loading weights" bars on every from_pretrained
+    tmp = Path(tempfile.mkdtemp(prefix="engine-speed-"))
+    os.environ["BENCH_CACHE"] = str(Path(args.cache).expanduser()) if args.cache else str(tmp / "cache")
+    skip = {s for s in args.skip.split(",") if s}
+    if skip - PARTS:
+        ap.error(f"--skip: unknown part(s) {sorted(skip - PARTS)}; valid: {', '.join(sorted(PARTS))}")
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    try:
+        task = tasks.get(args.task)
+        res = {"torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
+               "threads": torch.get_num_threads(), "repeats": args.repeats, "max_new_tokens": args.max_new,
+               "command": " ".join([Path(sys.executable).name, *sys.argv]), "args": vars(args), "scales": [], "rl": [],
+               "trl_installed": has_trl()}
+        if "rollout-train" not in skip:
+            for name in [s for s in args.scales.split(",") if s]:
+                res["scales"].append(bench_scale(name, task, args.prompts, args.max_new, args.repeats, log))
+        if "rl" not in skip:
+            if not res["trl_installed"]:
+                print("TRL is not installed: skipping the GRPOTrainer comparison "
+                      "(install it with pip install -e '.[bench]')", flush=True)
+            res["rl"] = [bench_rl(args, s, tmp, log) for s in args.rl_scales.split(",") if s]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(report(res))
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
