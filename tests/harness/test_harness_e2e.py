@@ -159,7 +159,7 @@ def test_sigkill_mid_run_then_rerun_gives_one_record_set_equal_to_uninterrupted(
     assert_same_tables(root, ref_root)
 
 
-@pytest.mark.slow  # ~40 s here; the deterministic lock test below covers the same logic in the default run
+# two real `bench suite` processes on one results dir (~40 s on a loaded machine)
 def test_two_concurrent_suites_run_each_run_once(reference, tmp_path):
     root = tmp_path / "results"
     procs = [start("suite", "smoke", "--workers", "1", "--threads", "1", "--results", str(root), cwd=tmp_path)
@@ -202,7 +202,7 @@ def test_runs_held_by_another_process_are_skipped_then_waited_for(reference, tmp
     assert_same_tables(root, ref_root)
 
 
-@pytest.mark.slow  # ~30 s, most of it starting Ray
+# acceptance: the ray executor gives the same tables as local (~30 s, most of it starting Ray)
 def test_ray_executor_gives_the_local_tables(reference, tmp_path):
     pytest.importorskip("ray")
     root = tmp_path / "results"
