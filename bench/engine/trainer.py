@@ -172,7 +172,7 @@ class Trainer:
         keep = self.recipe.keep(shaped)
         pids, patt = (t.to(dev) for t in left_pad(rep, self.policy.pad_id))
         return {"prompt_ids": pids, "prompt_mask": patt, "tokens": gen.tokens, "raw": raw, "shaped": shaped,
-                "keep": keep, "n_groups": len(examples)}
+                "keep": keep}
 
     def _collect(self, step: int) -> tuple[Batch | None, dict]:
         """Rollouts for one step: refill rounds while the recipe asks for them (dynamic sampling)."""
