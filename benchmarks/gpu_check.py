@@ -92,7 +92,7 @@ def main() -> int:
             gen_tok = float(st["compute/gen_tokens"][-1] / st["time/rollout_s"].sum())
             row = {
                 "scale": scale_name, "precision": precision, "status": res.status,
-                "params_M": round(models.n_params(models.build_model(scale, models.char_tokenizer())) / 1e6, 2),
+                "params_M": round(json.loads((res.path / "run.json").read_text())["model"]["params"] / 1e6, 2),
                 "step_s": med("time/step_s"), "rollout_s": med("time/rollout_s"), "reference_s": med("time/reference_s"),
                 "train_s": med("time/train_s"), "gen_tok_per_s": gen_tok,
                 "train_tok_per_s": float(st["compute/train_tokens"][-1] / st["time/train_s"].sum()),

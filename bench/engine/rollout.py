@@ -64,6 +64,13 @@ def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Te
     return ids, att
 
 
+def pad_cat(ts: list[torch.Tensor], value: float, left: bool = False) -> torch.Tensor:
+    """Concatenate (n_i, T_i) tensors along rows, padding columns to the widest (right, or left)."""
+    width = max(t.shape[1] for t in ts)
+    return torch.cat([torch.nn.functional.pad(t, (width - t.shape[1], 0) if left else (0, width - t.shape[1]),
+                                              value=value) for t in ts])
+
+
 def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     if top_p >= 1.0:
         return logits
@@ -107,12 +114,10 @@ class NativeBackend:
         parts = [self._generate(prompts[i:i + size], params, gen) for i in range(0, len(prompts), size)]
         if len(parts) == 1:
             return parts[0]
-        width = max(p.tokens.shape[1] for p in parts)
-        pad = lambda t, v: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=v)  # noqa: E731
         return Generation(
-            tokens=torch.cat([pad(p.tokens, self.pad_id) for p in parts]),
-            mask=torch.cat([pad(p.mask, 0.0) for p in parts]),
-            logp=torch.cat([pad(p.logp, 0.0) for p in parts]),
+            tokens=pad_cat([p.tokens for p in parts], self.pad_id),
+            mask=pad_cat([p.mask for p in parts], 0.0),
+            logp=pad_cat([p.logp for p in parts], 0.0),
             truncated=torch.cat([p.truncated for p in parts]),
         )
 

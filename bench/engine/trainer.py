@@ -13,6 +13,7 @@ Every forward and backward pass is charged to the ledger (see ledger.py for the 
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import time
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from bench.engine.critic import ValueModel
 from bench.engine.evaluate import evaluate
 from bench.engine.ledger import Ledger, ModelShape
 from bench.engine.policy import Policy, sequence_logprobs
-from bench.engine.rollout import NativeBackend, SamplingParams, left_pad
+from bench.engine.rollout import NativeBackend, SamplingParams, left_pad, pad_cat
 from bench.warmstart import warm_start
 
 TRAIN_POOL = 4096  # distinct training prompts per run, cycled in a seeded order
@@ -57,16 +58,6 @@ class Batch:
     rollouts: algorithms.Rollouts
 
 
-def _pad_cat(ts: list[torch.Tensor], value: float) -> torch.Tensor:
-    width = max(t.shape[1] for t in ts)
-    return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value) for t in ts])
-
-
-def _left_pad_cat(ts: list[torch.Tensor], value: float) -> torch.Tensor:
-    width = max(t.shape[1] for t in ts)
-    return torch.cat([torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value) for t in ts])
-
-
 def _nanmean(x: torch.Tensor) -> float:
     return x.float().mean().item() if x.numel() else math.nan
 
@@ -92,7 +83,7 @@ class Trainer:
         self.scale = models.get(cfg.scale)
         self.ws = warm_start(self.task, self.scale, cfg.warmstart, device=dev, log=self.log)
         self.policy: Policy = self.ws.load(dev)
-        self.reference = self.ws.load(dev).model.eval().requires_grad_(False)
+        self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
         self.shape = ModelShape.of(self.policy.model)
         self.backend = NativeBackend(self.policy.model, self.policy.pad_id, self.policy.eos_id)
         self.max_new = cfg.train.max_new_tokens or self.task.max_new_tokens
@@ -191,14 +182,14 @@ class Trainer:
         sel = [(r, idx) for r, idx in sel if idx.numel()]
         if not sel:
             return None, info
-        pids = _left_pad_cat([r["prompt_ids"][i] for r, i in sel], self.policy.pad_id)
-        patt = _left_pad_cat([r["prompt_mask"][i] for r, i in sel], 0)
-        toks = _pad_cat([r["tokens"][i] for r, i in sel], self.policy.pad_id)
+        pids = pad_cat([r["prompt_ids"][i] for r, i in sel], self.policy.pad_id, left=True)
+        patt = pad_cat([r["prompt_mask"][i] for r, i in sel], 0, left=True)
+        toks = pad_cat([r["tokens"][i] for r, i in sel], self.policy.pad_id)
         parts = [r["shaped"].select(i) for r, i in sel]
-        mask = _pad_cat([p.mask for p in parts], 0.0)
+        mask = pad_cat([p.mask for p in parts], 0.0)
         roll = algorithms.Rollouts(
             rewards=torch.cat([p.rewards for p in parts]), group=torch.cat([p.group for p in parts]),
-            mask=mask, logp_old=_pad_cat([p.logp_old for p in parts], 0.0), max_new_tokens=self.max_new,
+            mask=mask, logp_old=pad_cat([p.logp_old for p in parts], 0.0), max_new_tokens=self.max_new,
             baseline_rewards=torch.cat([p.baseline_rewards for p in parts]) if parts[0].baseline_rewards is not None else None,
             truncated=torch.cat([p.truncated for p in parts]), correct=torch.cat([p.correct for p in parts]))
         if self.needs.refill:  # keep the first `target` groups; surplus of the last round is dropped
@@ -243,9 +234,10 @@ class Trainer:
     @torch.no_grad()
     def _reference_pass(self, b: Batch) -> algorithms.Rollouts:
         with self._amp():
-            return self._reference_pass_inner(b)
+            return self._forward_frozen(b)
 
-    def _reference_pass_inner(self, b: Batch) -> algorithms.Rollouts:
+    def _forward_frozen(self, b: Batch) -> algorithms.Rollouts:
+        """Reference log-probs (and critic values V_old) for the batch, charged to the ledger."""
         tc = self.cfg.train
         ref = torch.cat([sequence_logprobs(self.reference, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i], tc.temperature)[0]
                          for i in self._chunks(len(b.tokens))])
