@@ -80,6 +80,11 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     from bench.harness import runner
 
     s = suites.load(args.name)
+    if args.tuned or args.tuned_file:
+        from bench.tune import tuned
+
+        s = tuned.apply(s, Path(args.tuned_file) if args.tuned_file else
+                        tuned.default_path(Path(args.results) if args.results else results.default_root(), s.name))
     cfgs = s.expand(s.parse_only(args.only))
     if not cfgs:
         raise ValueError(f"--only {' '.join(args.only)} selects no run of suite {s.name}")
@@ -102,6 +107,65 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     return rc
 
 
+def _cmd_tune(args: argparse.Namespace) -> int:
+    import time
+
+    from bench import results, suite as suites
+    from bench.harness.executors import cpu_count
+    from bench.tune import costs, settings as tune_settings, storage, study, tuned
+
+    s = suites.load(args.suite)
+    root = Path(args.results) if args.results else results.default_root()
+    tuned_file = Path(args.tuned_file) if args.tuned_file else tuned.default_path(root, s.name)
+    if args.summary:
+        costs.print_summary(s, root, tuned_file)
+        return 0
+    only = s.parse_only(args.only)
+    if bool(args.all) == bool(args.recipe):
+        raise ValueError("give --recipe R (repeatable, or R1,R2) or --all (every recipe of the suite, matched)")
+    recipes = [r for r in s.recipes if r in only.get("recipe", s.recipes)] if args.all else \
+        [r.strip() for spec in args.recipe for r in spec.split(",")]
+    for r in recipes:
+        if r not in s.recipes:
+            raise ValueError(suites.unknown("recipe", r, list(s.recipes)) + f" (in suite {s.name})")
+    cells = [c for c in s.cells if c.name in only.get("cell", [c.name]) and c.task in only.get("task", [c.task])
+             and c.scale in only.get("scale", [c.scale])]
+    if args.workers is not None and args.workers < 1:
+        raise ValueError("--workers must be >= 1")
+    workers = args.workers or 1
+    threads = args.threads or max(1, cpu_count() // workers)
+    settings = tune_settings.from_suite(s, trials=args.trials, objective=args.objective, pruner=args.pruner)
+    specs = study.plan(s, recipes, cells, settings)  # bad spaces fail here
+    url = args.storage or storage.default_url(root, s.name)
+    storage.open_storage(url)  # a malformed or unreachable storage fails here, before any run
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    t0 = time.monotonic()
+    try:
+        study.run(url, specs, root, workers, threads)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished trials are kept; rerun the same command to run the rest", file=sys.stderr)
+        return 130
+    tables, notes = {}, {}
+    for spec in specs:
+        b = study.best(url, spec)
+        if b is None:
+            print(f"study {spec.name}: no completed trial; nothing written for it", file=sys.stderr)
+            continue
+        c = b["counts"]
+        tables[(spec.cell, spec.recipe)] = b["params"]
+        notes[(spec.cell, spec.recipe)] = (f"study {spec.name}: best of {c['complete'] + c['pruned']} trials "
+                                           f"({c['pruned']} pruned, {c['fail']} failed) is trial {b['trial']}, "
+                                           f"{settings.objective} = {b['value']:.3f} (run {b['run_id']})")
+    if tables:
+        path = tuned.write(tuned_file, s.name, tables, notes, header=f"storage: {storage.redact(url)}")
+        print(f"tuned overrides: {path} (`bench suite {s.name} --tuned` uses them)")
+    print(f"tuning took {time.monotonic() - t0:.0f} s wall\n")
+    costs.print_summary(s, root, tuned_file)
+    return 0
+
+
 def _cmd_results(args: argparse.Namespace) -> int:
     from bench import results, suite as suites
     from bench.harness.leaderboard import per_run, print_leaderboard
@@ -120,6 +184,16 @@ def _cmd_results(args: argparse.Namespace) -> int:
     runs = runs.with_columns(pl_replace_cell(runs, cell))
     print_leaderboard(runs, expected=len(cfgs),
                       title=f"suite {s.name}: {runs.height} of {len(cfgs)} runs recorded in {root.resolve()}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from bench import report, results, suite as suites
+
+    s = suites.load(args.suite)
+    root = Path(args.results) if args.results else results.default_root()
+    out = report.build(s, root, Path(args.out) if args.out else None)
+    print(f"report: {out / 'index.html'} and {out / 'report.md'}")
     return 0
 
 
@@ -195,7 +269,40 @@ def build_parser() -> argparse.ArgumentParser:
     su.add_argument("--retry-failed", action="store_true",
                     help="rerun runs whose record says `failed` (a crash; diverged runs are results and stay)")
     su.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    su.add_argument("--tuned", action="store_true",
+                    help="apply the tuned overrides that `bench tune` wrote (RESULTS/tuned/NAME.toml) on top of the "
+                         "suite's own; tuned runs get their own ids and the tag tuned=true")
+    su.add_argument("--tuned-file", default=None, help="with --tuned: a tuned overrides file elsewhere")
     su.set_defaults(func=_cmd_suite)
+
+    tu = sub.add_parser("tune", help="Optuna search per cell × recipe: trials are runs, pruned on evaluations",
+                        description="One Optuna study per (suite cell, recipe). A trial is a regular run (tagged "
+                                    "study and trial) with hyperparameters sampled from the recipe's search space "
+                                    "(algorithms/search_spaces.py, changed by the suite's [tune.space.RECIPE]); "
+                                    "its evaluations at compute checkpoints feed the pruner. --all gives every "
+                                    "recipe the same trials at the same per-trial budget. The best values go to "
+                                    "RESULTS/tuned/SUITE.toml for `bench suite SUITE --tuned`. Storage: a journal "
+                                    "file RESULTS/tune/SUITE.journal by default, or any database URL Optuna takes "
+                                    "(sqlite:///x.db, postgresql://user@host/db) for workers on many machines; "
+                                    "`optuna-dashboard <path or URL>` shows the studies.")
+    tu.add_argument("suite", help="suite name or path; its [tune] table sets trials, objective, pruner, spaces")
+    tu.add_argument("--recipe", action="append", default=[], metavar="R", help="recipe(s) to tune (repeatable, or R1,R2)")
+    tu.add_argument("--all", action="store_true", help="every recipe of the suite (or of --only recipe=...), matched")
+    tu.add_argument("--trials", type=int, default=None, help="trials per study (default: [tune] trials, else 8)")
+    tu.add_argument("--objective", choices=["final", "auc"], default=None,
+                    help="final: greedy accuracy at the end of the budget; auc: its mean over the budget")
+    tu.add_argument("--pruner", choices=["median", "hyperband", "none"], default=None, help="default: median")
+    tu.add_argument("--storage", default=None, metavar="URL",
+                    help="journal file path or database URL (default: RESULTS/tune/SUITE.journal)")
+    tu.add_argument("--workers", type=int, default=None, help="processes running trials at once (default 1)")
+    tu.add_argument("--threads", type=int, default=None, help="torch threads per trial (default: cores / workers)")
+    tu.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2",
+                    help="restrict cells (cell=addition/nano, task=..., scale=...) or, with --all, recipes")
+    tu.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    tu.add_argument("--tuned-file", default=None, help="where to write the tuned overrides (default: RESULTS/tuned/SUITE.toml)")
+    tu.add_argument("--summary", action="store_true",
+                    help="print the tuning cost and tuned vs default accuracy from the results; run nothing")
+    tu.set_defaults(func=_cmd_tune)
 
     rs = sub.add_parser("results", help="print a suite's leaderboard from the results tables",
                         description="Per task/scale cell and recipe: final held-out greedy accuracy mean ± std over "
@@ -204,6 +311,15 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2", help="as for `bench suite`")
     rs.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
     rs.set_defaults(func=_cmd_results)
+
+    rp = sub.add_parser("report", help="write a suite's comparison report (HTML, Markdown, figures, CSV tables)",
+                        description="A pure function of the results directory and a fixed bootstrap seed: statistics "
+                                    "over seeds with 95% intervals, figures, failed runs listed, and a manifest; "
+                                    "writes reports/SUITE/ (index.html, report.md, figures/, *.csv).")
+    rp.add_argument("suite", help="suite name (see `bench list suites`) or a path to a .toml file")
+    rp.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    rp.add_argument("--out", default=None, help="output directory (default: reports/SUITE, or $BENCH_REPORTS/SUITE)")
+    rp.set_defaults(func=_cmd_report)
     return p
 
 

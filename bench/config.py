@@ -18,6 +18,7 @@ from bench.engine.evaluate import EvalConfig
 from bench.warmstart import WarmStartConfig
 
 BudgetKind = Literal["flops", "steps", "tokens"]
+HASHED_TAGS = ("study", "trial")  # bench tune's trial identity (see RunConfig._hashed)
 _BUDGET_RE = re.compile(r"^\s*([0-9.eE+]+)\s*(flops|steps|tokens)?\s*$")
 
 
@@ -65,6 +66,9 @@ class TrainConfig:
     schedule: Literal["constant", "cosine"] = "constant"
     micro_batch_size: int = 64  # rows per forward/backward; memory only, never changes the gradient
     precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast forwards (GPUs); weights and optimizer stay fp32
+    # Truncated importance sampling for vLLM rollouts (engine setting, any recipe): each token's
+    # policy-gradient loss × min(π_train_old / π_vllm, tis_cap); None: off. TRL and verl use 2.
+    tis_cap: float | None = None
 
     def __post_init__(self) -> None:
         for f in ("prompts_per_step", "group_size", "micro_batch_size"):
@@ -83,6 +87,8 @@ class TrainConfig:
             raise ValueError(f"train.precision must be 'fp32' or 'bf16', got {self.precision!r}")
         if self.schedule not in ("constant", "cosine"):
             raise ValueError(f"train.schedule must be 'constant' or 'cosine', got {self.schedule!r}")
+        if self.tis_cap is not None and not (isinstance(self.tis_cap, (int, float)) and self.tis_cap > 0):
+            raise ValueError(f"train.tis_cap must be a number > 0 or null, got {self.tis_cap!r}")
 
 
 @dataclass(frozen=True)
@@ -117,14 +123,16 @@ class RunConfig:
     train: TrainConfig = TrainConfig()
     eval: EvalSchedule = EvalSchedule()
     warmstart: WarmStartConfig = WarmStartConfig()
-    rollout: Literal["native"] = "native"
-    tags: dict = field(default_factory=dict)  # free-form labels (suite, cell, study, trial); not hashed
+    rollout: Literal["native", "vllm"] = "native"  # vllm: bench/engine/vllm_backend.py (its own venv)
+    tags: dict = field(default_factory=dict)  # free-form labels (suite, cell, ...); hashed: only HASHED_TAGS
     device: str = "cpu"  # execution settings: recorded, not hashed
     threads: int = 0
 
     def __post_init__(self) -> None:
-        if self.rollout not in ("native",):
-            raise ValueError(f"rollout {self.rollout!r} is not available; valid: native")
+        if self.rollout not in ("native", "vllm"):
+            raise ValueError(f"rollout {self.rollout!r} is not available; valid: native, vllm")
+        if self.train.tis_cap is not None and self.rollout != "vllm":
+            raise ValueError("train.tis_cap corrects the vLLM-vs-trainer log-prob mismatch: it needs rollout='vllm'")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
 
@@ -137,7 +145,7 @@ class RunConfig:
             "scale": self.scale,
             "budget": dataclasses.asdict(self.budget),
             "seed": self.seed,
-            "train": dataclasses.asdict(self.train),
+            "train": _train_dict(self.train),
             "eval": dataclasses.asdict(self.eval),
             "warmstart": dataclasses.asdict(self.warmstart),
             "rollout": self.rollout,
@@ -164,6 +172,11 @@ class RunConfig:
         d = self.to_dict()
         for k in ("tags", "device", "threads") + (() if with_seed else ("seed",)):
             d.pop(k)
+        # a tuning trial is a run of its own, even when it samples a config that another trial (or a
+        # suite) already ran: its record belongs to the trial. Absent for every other run.
+        trial = {k: self.tags[k] for k in HASHED_TAGS if k in self.tags}
+        if trial:
+            d["trial"] = trial
         return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
 
     @property
@@ -177,12 +190,21 @@ class RunConfig:
     def with_overrides(self, assignments: list[str]) -> RunConfig:
         """Apply `path=value` overrides, e.g. train.lr=1e-4, recipe.objective.eps_high=0.28."""
         d = self.to_dict()
+        d["train"] = dataclasses.asdict(self.train)  # every field settable, defaults included
         for a in assignments:
             if "=" not in a:
                 raise ValueError(f"override {a!r}: expected path=value, e.g. train.lr=1e-4")
             path, raw = a.split("=", 1)
             set_path(d, path.strip(), parse_value(raw.strip()))
         return RunConfig.from_dict(d)
+
+
+def _train_dict(train: TrainConfig) -> dict:
+    """Fields added after results existed are left out at their default, so earlier run ids stay."""
+    d = dataclasses.asdict(train)
+    if d["tis_cap"] is None:
+        del d["tis_cap"]
+    return d
 
 
 def _build(typ, values: dict, where: str):

@@ -23,6 +23,9 @@
     [overrides.dapo]                  # per recipe, dotted RunConfig paths (recipe.* and train.* only)
     "recipe.objective.eps_high" = 0.3
 
+    [tune]                            # `bench tune` settings and search spaces (bench/tune/settings.py)
+    trials = 8
+
 Every run of a cell gets the same budget, evaluation fractions, task and warm start; overrides
 may change only the recipe and its training settings, so comparisons stay matched. Errors name
 the file, the key and the valid choices.
@@ -47,7 +50,8 @@ from bench.warmstart import WarmStartConfig
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 REQUIRED = ("recipes", "seeds", "tasks", "scales", "budget")
-OPTIONAL = ("description", "device", "rollout", "task_params", "train", "eval", "warmstart", "resources", "overrides")
+OPTIONAL = ("description", "device", "rollout", "task_params", "train", "eval", "warmstart", "resources", "overrides",
+            "tune")
 SECTIONS = {"train": TrainConfig, "eval": EvalSchedule, "warmstart": WarmStartConfig}
 OVERRIDABLE = ("recipe.", "train.")  # budget, eval, task, scale, warm start stay matched within a cell
 FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale")
@@ -100,13 +104,18 @@ class Suite:
     rollout: str = "native"
     resources: Resources = Resources()
     description: str = ""
+    tune: dict = field(default_factory=dict)  # the [tune] table, validated by bench.tune when it tunes
+    # (cell name, recipe) -> ("path=json", ...): tuned values (`bench suite --tuned`), applied last
+    cell_overrides: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
     def run_config(self, cell: Cell, recipe: str, seed: int) -> RunConfig:
         cfg = RunConfig(recipe=algorithms.get(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
                         seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=self.train,
                         eval=self.eval, warmstart=self.warmstart, rollout=self.rollout,
                         tags={"suite": self.name, "cell": cell.name}, device=self.device, threads=self.resources.threads)
-        return cfg.with_overrides(list(self.overrides[recipe])) if recipe in self.overrides else cfg
+        cfg = cfg.with_overrides(list(self.overrides[recipe])) if recipe in self.overrides else cfg
+        tuned = self.cell_overrides.get((cell.name, recipe))
+        return cfg if tuned is None else cfg.with_overrides([*tuned, "tags.tuned=true"])
 
     def expand(self, only: dict[str, list[str]] | None = None) -> list[RunConfig]:
         """Run configs in plan order (cell, recipe, seed), restricted by `only` (see parse_only)."""
@@ -223,6 +232,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     description = data.get("description", "")
     if not isinstance(description, str):
         raise err("description", "expected a string")
+    tune = _table(data.get("tune", {}), "tune", err)
 
     overrides: dict[str, tuple[str, ...]] = {}
     for recipe, table in _table(data.get("overrides", {}), "overrides", err).items():
@@ -240,7 +250,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
 
     suite = Suite(name=path.stem, path=path, recipes=tuple(recipes), seeds=tuple(seeds), cells=tuple(cells),
                   task_params=task_params, overrides=overrides, device=device, rollout=rollout,
-                  resources=resources, description=description, **sections)
+                  resources=resources, description=description, tune=tune, **sections)
     for recipe in overrides:  # build the runs once: bad override paths and values fail here, not in a worker
         for cell in cells:
             try:

@@ -39,10 +39,19 @@ class Diverged(RuntimeError):
     """A NaN or inf in the loss or the gradients; the run ends with status `diverged`."""
 
 
+class Stopped(RuntimeError):
+    """Raised by an `on_eval` callback to end a run early with a status of its own (`pruned` by a
+    tuner); the run is recorded with that status and the evaluations so far."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status = status
+
+
 @dataclass
 class RunResult:
     run_id: str
-    status: str  # finished | diverged | failed
+    status: str  # finished | diverged | failed | pruned (a Stopped status)
     path: Path
     final: dict = field(default_factory=dict)  # the last evaluation's metrics
     reason: str = ""
@@ -64,8 +73,9 @@ def _nanmean(x: torch.Tensor) -> float:
 
 class Trainer:
     def __init__(self, cfg: RunConfig, root: Path | None = None, log=None, progress: bool = False,
-                 save_checkpoint: bool = False):
+                 save_checkpoint: bool = False, on_eval=None):
         self.cfg = cfg
+        self.on_eval = on_eval or (lambda row: None)  # called with each evaluation's row; may raise Stopped
         self.save_checkpoint = save_checkpoint
         self.root = Path(root) if root else results.default_root()
         self.log = log or (lambda msg: None)
@@ -368,6 +378,7 @@ class Trainer:
             self._setup()
             fractions = cfg.eval.fractions
             evals.append(self._evaluate(0.0))
+            self.on_eval(evals[-1])
             pending = [f for f in fractions if f > 0]
             if self.needs.value_pretrain_steps:
                 self._value_pretrain()
@@ -392,6 +403,7 @@ class Trainer:
                     reached = [f for f in pending if f <= frac + 1e-12]
                     pending = [f for f in pending if f > frac + 1e-12]
                     evals.append(self._evaluate(reached[-1]))
+                    self.on_eval(evals[-1])
                     if bar is not None:
                         bar.write(f"  eval @{reached[-1]:.0%} of budget: greedy acc {evals[-1]['eval/acc_greedy']:.3f}")
             if bar is not None:
@@ -399,6 +411,8 @@ class Trainer:
         except Diverged as e:
             status, reason = "diverged", str(e)
             self.log(f"run diverged at step {self._step}: {e}")
+        except Stopped as e:
+            status, reason = e.status, str(e)
         except Exception as e:  # never end without a record; then let the caller see the error
             meta = self._meta("failed", f"{type(e).__name__}: {e}", t_start)
             results.write_run(self.root, cfg.run_id, meta, steps, evals)

@@ -1,0 +1,251 @@
+"""Studies and trials: one Optuna study per (cell, recipe); a trial is a regular run.
+
+A trial samples the recipe's search space, applies it to the suite's run config for the cell
+(training seed `tune.seed`), tags the run {"study", "trial"} (hashed: every trial has its own run
+directory) and trains it with the engine. After each evaluation at a compute checkpoint the trial
+reports its objective so far; when the pruner says so the run stops and is recorded with status
+`pruned`. A diverged run scores 0 (the worst accuracy: tuning should avoid it); a run that fails
+(a crash) fails the trial.
+
+Workers: `--workers K` starts K processes; each opens the same storage and runs its share of every
+study's remaining trials, so one `bench tune` runs exactly `trials` trials per study, none twice
+(trial numbers come from the storage). Another `bench tune` on the same storage (other machines)
+takes what remains when it starts; two started at once may overshoot by at most their concurrent
+trials (MaxTrialsCallback stops each worker once the study has enough).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import results
+from bench.config import RunConfig
+from bench.suite import Cell, Suite
+from bench.tune import space as spaces
+from bench.tune.settings import TuneSettings
+
+DIAG = "diverged runs score 0"
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """Everything a worker needs for one study, as plain data (it crosses a spawn boundary)."""
+
+    name: str
+    suite: str
+    cell: str
+    recipe: str
+    base: dict  # RunConfig.to_dict() of the trial config before sampling
+    space: tuple[spaces.Param, ...]
+    settings: TuneSettings
+    n_evals: int  # evaluations after the start (pruning steps 1..n_evals)
+
+
+def study_name(suite: str, cell: str, recipe: str) -> str:
+    return f"{suite}/{cell}/{recipe}"
+
+
+def plan(suite: Suite, recipes: list[str], cells: list[Cell], settings: TuneSettings) -> list[StudySpec]:
+    """Build and validate every study's base config and search space (before anything runs)."""
+    out = []
+    for cell in cells:
+        for recipe in recipes:
+            cfg = suite.run_config(cell, recipe, settings.seed)
+            where = f"{suite.path}: search space of {recipe}"
+            sp = spaces.space_for(recipe, settings.space.get(recipe), where)
+            spaces.validate(sp, cfg, where)
+            out.append(StudySpec(study_name(suite.name, cell.name, recipe), suite.name, cell.name, recipe,
+                                 cfg.to_dict(), sp, settings, len(cfg.eval.fractions) - 1))
+    return out
+
+
+def make_pruner(spec: StudySpec):
+    import optuna
+
+    s = spec.settings
+    if s.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=s.startup_trials, n_warmup_steps=0)
+    if s.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=max(1, spec.n_evals), reduction_factor=3)
+    return optuna.pruners.NopPruner()
+
+
+def make_sampler(spec: StudySpec, worker: int):
+    import optuna
+
+    s = spec.settings
+    return optuna.samplers.TPESampler(n_startup_trials=s.startup_trials, seed=s.sampler_seed + worker,
+                                      constant_liar=True)
+
+
+def create(storage, spec: StudySpec):
+    """Create the study, or check that an existing one searches the same problem."""
+    import optuna
+
+    study = optuna.create_study(study_name=spec.name, storage=storage, direction="maximize", load_if_exists=True)
+    cfg = RunConfig.from_dict(spec.base)
+    attrs = {"suite": spec.suite, "cell": spec.cell, "recipe": spec.recipe, "objective": spec.settings.objective,
+             "budget": str(cfg.budget), "seed": spec.settings.seed, "base_config_id": cfg.config_id}
+    old = study.user_attrs
+    clash = {k: (old[k], v) for k, v in attrs.items() if k in old and old[k] != v}
+    if clash:
+        raise ValueError(f"study {spec.name} already exists in this storage with other settings "
+                         f"({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in clash.items())}); "
+                         "use another --storage, or delete the study")
+    for k, v in attrs.items():
+        study.set_user_attr(k, v)
+    study.set_user_attr("space", [str(p) for p in spec.space])
+    return study
+
+
+def done_trials(study) -> int:
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def shares(remaining: int, workers: int) -> list[int]:
+    """Split a study's remaining trials among workers exactly: [3, 3] for 6 over 2."""
+    return [remaining // workers + (k < remaining % workers) for k in range(workers)]
+
+
+# ---------------------------------------------------------------------------------------------
+class _Reporter:
+    """The Trainer's on_eval callback: report the objective so far; stop the run when pruned."""
+
+    def __init__(self, trial, objective: str, pruner: str):
+        self.trial, self.objective, self.pruner = trial, objective, pruner
+        self.rows: list[dict] = []
+
+    def __call__(self, row: dict) -> None:
+        from bench.engine.trainer import Stopped
+
+        self.rows.append(row)
+        if row["fraction"] == 0.0:  # the warm start: the same for every trial of the cell
+            return
+        step, value = len(self.rows) - 1, objective_value(self.rows, self.objective)
+        self.trial.report(value, step)
+        if row["fraction"] < 1.0 and self.trial.should_prune():
+            raise Stopped("pruned", f"pruned ({self.pruner}) at evaluation {step}, {row['fraction']:.0%} of the "
+                                    f"budget: {self.objective} {value:.3f}")
+
+
+def objective_value(rows: list[dict], objective: str) -> float:
+    """final: greedy accuracy at the last evaluation; auc: its trapezoid mean over fractions so far."""
+    acc = [r["eval/acc_greedy"] for r in rows]
+    if objective == "final" or len(rows) == 1:
+        return float(acc[-1])
+    fr = [r["fraction"] for r in rows]
+    area = sum((fr[i] - fr[i - 1]) * (acc[i] + acc[i - 1]) / 2 for i in range(1, len(rows)))
+    return float(area / fr[-1])
+
+
+def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=sys.stdout) -> float:
+    import optuna
+
+    from bench.engine.trainer import Trainer
+    from bench.harness.locks import remove_temp, run_lock
+
+    params = spaces.sample(spec.space, trial)
+    cfg = RunConfig.from_dict(spec.base).with_overrides([spaces.assignment(p, v) for p, v in params.items()])
+    cfg = dataclasses.replace(cfg, tags={**cfg.tags, "study": spec.name, "trial": trial.number}, threads=threads)
+    trial.set_user_attr("run_id", cfg.run_id)
+    rep = _Reporter(trial, spec.settings.objective, spec.settings.pruner)
+    t0 = time.perf_counter()
+    with run_lock(root, cfg.run_id, wait=True):  # a trial's run id is its own; the lock guards a stale temp dir
+        if results.is_finished(root, cfg.run_id):
+            raise RuntimeError(f"run {cfg.run_id} of trial {trial.number} already has a record")
+        remove_temp(root, cfg.run_id)
+        res = Trainer(cfg, root=root, on_eval=rep).run()
+    wall = time.perf_counter() - t0
+    trial.set_user_attr("status", res.status)
+    shown = ", ".join(f"{p.rsplit('.', 1)[-1]}={v:.3g}" if isinstance(v, float) else f"{p.rsplit('.', 1)[-1]}={v}"
+                      for p, v in params.items())
+    if res.status == "pruned":
+        print(f"{spec.name} trial {trial.number:>3}: pruned    {wall:6.1f}s  {shown}  ({res.reason})", file=out, flush=True)
+        raise optuna.TrialPruned(res.reason)
+    value = 0.0 if res.status == "diverged" else objective_value(rep.rows, spec.settings.objective)
+    print(f"{spec.name} trial {trial.number:>3}: {res.status:<9} {wall:6.1f}s  {spec.settings.objective} {value:.3f}  "
+          f"{shown}" + (f"  ({res.reason}; {DIAG})" if res.status == "diverged" else ""), file=out, flush=True)
+    return value
+
+
+def work(storage_url: str, specs: list[StudySpec], counts: list[int], root: str, threads: int, worker: int) -> int:
+    """One worker: run `counts[i]` trials of study i, in order. Returns the trials it ran."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from bench.harness.worker import quiet
+    from bench.tune.storage import open_storage
+
+    quiet()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = open_storage(storage_url)
+    n = 0
+    for spec, count in zip(specs, counts):
+        if count <= 0:
+            continue
+        study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec, worker),
+                                  pruner=make_pruner(spec))
+        stop = optuna.study.MaxTrialsCallback(spec.settings.trials, states=(TrialState.COMPLETE, TrialState.PRUNED))
+        before = len(study.get_trials(deepcopy=False))
+        study.optimize(lambda t: run_trial(t, spec, Path(root), threads), n_trials=count, catch=(Exception,),
+                       callbacks=[stop])
+        n += len(study.get_trials(deepcopy=False)) - before
+    return n
+
+
+def _pool_work(args: tuple) -> int:
+    from bench.harness.worker import init_local_worker
+
+    init_local_worker()
+    return work(*args)
+
+
+def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, threads: int, out=sys.stdout) -> None:
+    """Create the studies, then run their remaining trials on `workers` processes (1: this one)."""
+    from bench.tune.storage import open_storage, redact
+
+    storage = open_storage(storage_url)
+    counts = []
+    for spec in specs:
+        study = create(storage, spec)
+        left = max(0, spec.settings.trials - done_trials(study))
+        counts.append(shares(left, workers))
+        print(f"study {spec.name}: {spec.settings.trials - left} of {spec.settings.trials} trials done, {left} to run; "
+              f"space: {'; '.join(map(str, spec.space))}", file=out)
+    print(f"storage: {redact(storage_url)} ({workers} worker(s) × {threads} thread(s)); results in {root}", file=out, flush=True)
+    per_worker = [[c[k] for c in counts] for k in range(workers)]
+    if workers == 1:
+        work(storage_url, specs, per_worker[0], str(root), threads, 0)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futs = [pool.submit(_pool_work, (storage_url, specs, per_worker[k], str(root), threads, k))
+                for k in range(workers)]
+        for f in futs:
+            f.result()
+
+
+def best(storage_url: str, spec: StudySpec) -> dict | None:
+    """The best completed trial of a study: {"trial", "value", "params", "run_id", "counts"}; None if none."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from bench.tune.storage import open_storage
+
+    study = optuna.load_study(study_name=spec.name, storage=open_storage(storage_url))
+    trials = study.get_trials(deepcopy=False)
+    counts = {s.name.lower(): sum(t.state == s for t in trials) for s in TrialState}
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    if not done:
+        return None
+    b = max(done, key=lambda t: (t.value, -t.number))
+    return {"trial": b.number, "value": b.value, "params": dict(b.params), "run_id": b.user_attrs.get("run_id"),
+            "counts": counts, "json": json.dumps(b.params, sort_keys=True)}
