@@ -1,0 +1,64 @@
+"""Reports: a pure function of results/ and a fixed bootstrap seed (DESIGN.md, "Report").
+
+    from bench import report, suite
+    out = report.build(suite.load("math-small"), Path("results"))    # -> reports/math-small/
+
+writes, for the runs of the suite's current expansion (selected by run id, not by tag):
+
+    reports/NAME/report.md        Markdown, figures beside it in figures/*.png
+    reports/NAME/index.html       one self-contained page, the same content, figures embedded
+    reports/NAME/*.csv            every table: leaderboard, sigmoid_fits, length_bias, grad_weights,
+                                  clipping, recipe_diffs, runs
+
+report.md and the CSVs are byte-identical when regenerated from the same results (no timestamps,
+fixed row order and float formats); index.html adds when and where it was generated.
+
+Modules: data (Polars queries over results/), stats (pure statistics), tables (one frame per
+table), figures (seaborn), sections (the report's order and text), render (Markdown, HTML, CSV),
+manifest (what reproduces it).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bench.suite import Suite
+
+
+def default_dir(suite_name: str) -> Path:
+    return Path(os.environ.get("BENCH_REPORTS", "reports")) / suite_name
+
+
+def build(suite: Suite | str, root: Path | str, out_dir: Path | str | None = None) -> Path:
+    """Write the report of `suite` over results `root` into out_dir (default reports/NAME); return out_dir."""
+    from bench import suite as suites
+    from bench.report import data, manifest, render, sections
+
+    s = suites.load(suite) if isinstance(suite, (str, Path)) else suite
+    root = Path(root)
+    out = Path(out_dir) if out_dir is not None else default_dir(s.name)
+    ctx = sections.Context(s, root, data.load(s, root))
+    sections.build_tables(ctx)
+    blocks = [b for section in sections.SECTIONS for b in section(ctx)]
+    title = f"grpo-bench report: {s.name}"
+
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    for name, frame in ctx.tables.items():
+        if not name.startswith("_"):
+            _write(out / f"{name}.csv", render.csv_frame(frame).encode())
+    for stale in (out / "figures").glob("*.png"):  # figures of an earlier version of the suite
+        if stale.name not in ctx.figs:
+            stale.unlink()
+    for name, png in ctx.figs.items():
+        _write(out / "figures" / name, png)
+    _write(out / "report.md", render.markdown(title, blocks).encode())
+    gen = render.Table(("item", "value"), tuple(manifest.generator()))
+    _write(out / "index.html", render.html_page(title, blocks + [gen], ctx.figs).encode())
+    return out
+
+
+def _write(path: Path, content: bytes) -> None:
+    """Write through a temporary name, so a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(content)
+    os.replace(tmp, path)

@@ -1,0 +1,123 @@
+"""The report's inputs: a suite's current expansion joined with what results/ holds for it.
+
+Runs are selected by the run ids of `suite.expand()`, never by the `suite` tag: results/ may hold
+runs of older versions of the suite (other ids), and a run shared with another suite carries that
+suite's tag. Every expected run appears in `runs`, with status `missing` when it has no record.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from bench import results
+from bench.config import RunConfig
+from bench.suite import Suite
+
+N_BINS = 20  # steps are averaged in bins of 1/20 of the budget before seeds are compared
+
+RUN_COLUMNS = ["cell", "recipe", "seed", "run_id", "status", "steps_done", "spent", "reason"]
+
+
+@dataclass(frozen=True)
+class Data:
+    """Everything a report reads, as eager frames sorted into a fixed order.
+
+    runs   one row per expected run: cell, recipe, seed, run_id, status (finished, diverged,
+           failed or missing), steps_done, spent (fraction of the budget), reason, budget
+    evals  held-out evaluations of recorded runs: cell, recipe, seed, run_id, status, fraction,
+           flops, acc, len_mean, len_correct, len_incorrect
+    steps  per run and budget bin (N_BINS per budget): cell, recipe, seed, run_id, status,
+           frac, flops and the step metrics averaged over the bin (NaN-aware)
+    metas  run_id -> run.json of every recorded run
+    cfgs   run_id -> RunConfig of the expansion
+    """
+
+    runs: pl.DataFrame
+    evals: pl.DataFrame
+    steps: pl.DataFrame
+    metas: dict[str, dict]
+    cfgs: dict[str, RunConfig]
+
+
+STEP_KEEP = ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high", "policy/clip_frac_seq",
+             "policy/weight_capped_frac", "policy/entropy", "len/mean", "len/correct", "len/incorrect"]
+
+
+def load(suite: Suite, root: Path) -> Data:
+    """Read the suite's runs from results root (a missing root is an empty results directory)."""
+    root = Path(root)
+    cfgs = {c.run_id: c for c in suite.expand()}
+    order = {name: i for i, name in enumerate(suite.recipes)}
+    expected = pl.DataFrame(
+        [{"run_id": rid, "cell": c.tags["cell"], "recipe": c.recipe.name, "seed": c.seed, "budget": c.budget.value,
+          "budget_kind": c.budget.kind, "rank": order[c.recipe.name]} for rid, c in cfgs.items()],
+        schema={"run_id": pl.String, "cell": pl.String, "recipe": pl.String, "seed": pl.Int64,
+                "budget": pl.Float64, "budget_kind": pl.String, "rank": pl.Int64})
+    metas = {rid: json.loads((results.run_dir(root, rid) / "run.json").read_text())
+             for rid in sorted(cfgs) if results.is_finished(root, rid)}
+    recorded = pl.DataFrame(
+        [{"run_id": rid, "status": m.get("status", "failed"), "steps_done": int(m.get("steps_done", 0)),
+          "flops_spent": float(m.get("flops_spent", 0.0)), "gen_tokens": float(m.get("gen_tokens", 0)),
+          "reason": m.get("reason") or ""} for rid, m in metas.items()],
+        schema={"run_id": pl.String, "status": pl.String, "steps_done": pl.Int64, "flops_spent": pl.Float64,
+                "gen_tokens": pl.Float64, "reason": pl.String})
+    runs = (expected.join(recorded, on="run_id", how="left")
+            .with_columns(pl.col("status").fill_null("missing"), pl.col("reason").fill_null(""),
+                          pl.col("steps_done").fill_null(0),
+                          (pl.when(pl.col("budget_kind") == "steps").then(pl.col("steps_done").cast(pl.Float64))
+                           .when(pl.col("budget_kind") == "tokens").then(pl.col("gen_tokens"))
+                           .otherwise(pl.col("flops_spent")) / pl.col("budget")).alias("spent"))
+            .sort("cell", "rank", "seed"))
+    labels = runs.select("run_id", "cell", "recipe", "seed", "status", "budget", "budget_kind", "rank")
+    ids = list(metas)
+    if ids:
+        paths = [results.run_dir(root, rid) for rid in ids]
+        ev = pl.concat([pl.scan_parquet(p / "evals.parquet").with_columns(pl.lit(p.name).alias("run_id"))
+                        for p in paths], how="diagonal_relaxed")
+        st = pl.concat([pl.scan_parquet(p / "steps.parquet").with_columns(pl.lit(p.name).alias("run_id"))
+                        for p in paths], how="diagonal_relaxed")
+    else:
+        ev = pl.LazyFrame(schema={"run_id": pl.String, **results.EVAL_SCHEMA})
+        st = pl.LazyFrame(schema={"run_id": pl.String, **results.STEP_SCHEMA})
+    evals = (ev.join(labels.lazy(), on="run_id")
+             .select("cell", "recipe", "seed", "run_id", "status", "rank", "fraction",
+                     pl.col("compute/flops").alias("flops"), pl.col("eval/acc_greedy").alias("acc"),
+                     pl.col("eval/len_mean").alias("len_mean"), pl.col("eval/len_correct").alias("len_correct"),
+                     pl.col("eval/len_incorrect").alias("len_incorrect"))
+             .sort("cell", "rank", "seed", "fraction").collect())
+    steps = (st.join(labels.lazy(), on="run_id")
+             .pipe(_bin_steps)
+             .sort("cell", "rank", "seed", "frac").collect())
+    return Data(runs, evals, steps, metas, cfgs)
+
+
+def _bin_steps(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Average each run's steps in bins of the budget (the bin's upper edge as `frac`), NaN-aware."""
+    spent = (pl.when(pl.col("budget_kind") == "steps").then(pl.col("step").cast(pl.Float64))
+             .when(pl.col("budget_kind") == "tokens").then(pl.col("compute/gen_tokens"))
+             .otherwise(pl.col("compute/flops")))
+    frac = spent / pl.col("budget")
+    return (lf.with_columns(((frac * N_BINS).ceil().clip(1, N_BINS) / N_BINS).alias("frac"))
+            .group_by("cell", "recipe", "seed", "run_id", "status", "rank", "frac")
+            .agg(pl.col("compute/flops").mean().alias("flops"),
+                 *[pl.col(m).fill_nan(None).mean().alias(m) for m in STEP_KEEP]))
+
+
+def finished(df: pl.DataFrame) -> pl.DataFrame:
+    return df.filter(pl.col("status") == "finished")
+
+
+def max_new_tokens(suite: Suite, data: Data, cell: str) -> int:
+    """The generation cap L_max of a cell: from a recorded run, else the suite's train setting, else the task."""
+    for rid, c in data.cfgs.items():
+        if c.tags["cell"] == cell and rid in data.metas and data.metas[rid].get("max_new_tokens"):
+            return int(data.metas[rid]["max_new_tokens"])
+    if suite.train.max_new_tokens:
+        return suite.train.max_new_tokens
+    from bench import tasks
+
+    task = next(c for c in suite.cells if c.name == cell).task
+    return int(tasks.get(task, **suite.task_params.get(task, {})).max_new_tokens)

@@ -1,0 +1,196 @@
+"""Seaborn figures for reports: each function takes report tables or curves and returns a Figure.
+
+Curves show the mean over finished seeds with a band from the lowest to the highest seed
+(seaborn's `errorbar=("pi", 100)`: no resampling, so figures are deterministic). Step metrics are
+averaged in bins of 1/20 of the budget first, so seeds line up on the same x.
+"""
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from bench.report import stats  # noqa: E402
+
+BAND = ("pi", 100)  # min–max over seeds
+DPI = 100
+
+
+def palette(recipes: list[str]) -> dict[str, tuple]:
+    """One fixed colour per recipe (suite order), shared by every figure."""
+    return dict(zip(recipes, sns.color_palette("husl", len(recipes))))
+
+
+def png_bytes(fig) -> bytes:
+    """PNG without the Software tag or timestamps, so an unchanged figure gives unchanged bytes."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None}, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _theme() -> None:
+    sns.set_theme(style="whitegrid", context="paper", font_scale=1.1)
+
+
+def _axes(ncols: int, nrows: int = 1, w: float = 6.0, h: float = 3.6, sharey=False):
+    _theme()
+    fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False, sharey=sharey)
+    return fig, axes
+
+
+def _legend_outside(fig, axes) -> None:
+    handles, labels = [], []
+    for ax in axes.ravel():
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if handles:
+        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.tight_layout()
+
+
+def leaderboard(board: pl.DataFrame, cells: list[str], colors: dict) -> plt.Figure:
+    """Final accuracy per recipe: mean (dot), 95% bootstrap interval (bar), IQM (cross), marks."""
+    fig, axes = _axes(len(cells), w=5.5, h=0.35 * board["recipe"].n_unique() + 1.2)
+    for ax, cell in zip(axes[0], cells):
+        b = board.filter(pl.col("cell") == cell)
+        for i, r in enumerate(b.iter_rows(named=True)):
+            if r["acc_mean"] is None or not math.isfinite(r["acc_mean"]):
+                continue
+            c = colors[r["recipe"]]
+            ax.errorbar(r["acc_mean"], i, xerr=[[r["acc_mean"] - r["acc_lo"]], [r["acc_hi"] - r["acc_mean"]]],
+                        fmt="o", color=c, capsize=3)
+            ax.plot(r["acc_iqm"], i, "x", color="black", ms=5)
+            if r["mark"] and r["mark"] != "baseline":
+                ax.annotate(r["mark"], (r["acc_hi"], i), xytext=(4, -4), textcoords="offset points", fontsize=12)
+        labels = [f"{r['recipe']} (n={r['n']}/{r['expected']})" for r in b.iter_rows(named=True)]
+        ax.set_yticks(range(len(labels)), labels)
+        ax.invert_yaxis()
+        ax.set_title(cell)
+        ax.set_xlabel("final held-out greedy accuracy")
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_vs_compute(evals: pl.DataFrame, fits: pl.DataFrame, cells: list[str], budgets: dict, colors: dict,
+                        xlabels: dict) -> plt.Figure:
+    """Held-out accuracy at each evaluation; dashed: ScaleRL sigmoid where it is identifiable."""
+    fig, axes = _axes(len(cells))
+    for ax, cell in zip(axes[0], cells):
+        d = evals.filter(pl.col("cell") == cell).with_columns((pl.col("fraction") * budgets[cell]).alias("x"))
+        if d.height:
+            sns.lineplot(d.to_pandas(), x="x", y="acc", hue="recipe", hue_order=[r for r in colors if r in set(d["recipe"])],
+                         palette=colors, errorbar=BAND, marker="o", ax=ax)
+        for r in fits.filter((pl.col("cell") == cell) & pl.col("identifiable")).iter_rows(named=True):
+            xs = np.linspace(budgets[cell] * 0.02, budgets[cell], 100)
+            ax.plot(xs, stats.sigmoid(xs, r["A"], r["B"], r["C_mid"], r["R0"]), "--", color=colors[r["recipe"]], lw=1)
+        ax.set_title(cell)
+        ax.set_xlabel(xlabels[cell])
+        ax.set_ylabel("held-out greedy accuracy")
+    _legend_outside(fig, axes)
+    return fig
+
+
+def length_vs_compute(evals: pl.DataFrame, cell: str, recipes: list[str], budget: float, xlabel: str) -> plt.Figure:
+    """Mean held-out length of correct and of incorrect answers against compute, one panel per recipe."""
+    _theme()
+    d = (evals.filter(pl.col("cell") == cell)
+         .select("recipe", "seed", (pl.col("fraction") * budget).alias("x"),
+                 pl.col("len_correct").alias("correct"), pl.col("len_incorrect").alias("incorrect"))
+         .unpivot(index=["recipe", "seed", "x"], variable_name="answer", value_name="length")
+         .with_columns(pl.col("length").fill_nan(None)))
+    present = [r for r in recipes if r in set(d["recipe"])] or recipes[:1]
+    ncol = min(6, len(present))
+    nrow = math.ceil(len(present) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(2.9 * ncol, 2.5 * nrow + 0.4), squeeze=False, sharex=True, sharey=True)
+    colors = {"correct": "#2a9d8f", "incorrect": "#e76f51"}
+    for ax, recipe in zip(axes.ravel(), present):
+        g = d.filter(pl.col("recipe") == recipe)
+        if g.height:
+            sns.lineplot(g.to_pandas(), x="x", y="length", hue="answer", hue_order=["correct", "incorrect"],
+                         palette=colors, errorbar=BAND, marker="o", ax=ax)
+        ax.set_title(recipe)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("mean length (tokens)")
+    for ax in axes.ravel()[len(present):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{cell}: held-out answer length against compute")
+    _legend_outside(fig, axes)
+    return fig
+
+
+def length_bias(bias: pl.DataFrame, cells: list[str], colors: dict) -> plt.Figure:
+    """Per recipe: length slopes (correct, incorrect) and the incorrect − correct gap, with 95% intervals."""
+    fig, axes = _axes(3, nrows=len(cells), w=4.6, h=0.32 * bias["recipe"].n_unique() + 1.3)
+    titles = {"slope_correct": "slope, correct answers\n(tokens per budget)",
+              "slope_incorrect": "slope, incorrect answers\n(tokens per budget)",
+              "gap": "incorrect − correct length\n(tokens)"}
+    for row, cell in zip(axes, cells):
+        b = bias.filter(pl.col("cell") == cell)
+        for ax, col in zip(row, titles):
+            for i, r in enumerate(b.iter_rows(named=True)):
+                v = r[col]
+                if v is None or not math.isfinite(v):
+                    continue
+                ax.errorbar(v, i, xerr=[[v - r[f"{col}_lo"]], [r[f"{col}_hi"] - v]], fmt="o",
+                            color=colors[r["recipe"]], capsize=3)
+            ax.axvline(0, color="grey", lw=0.8)
+            ax.set_yticks(range(b.height), b["recipe"].to_list())
+            ax.invert_yaxis()
+            ax.set_title(f"{cell}: {titles[col]}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def grad_weights(w: pl.DataFrame, ref_len: int, max_new_tokens: int) -> plt.Figure:
+    """Per-token gradient weight against completion length, one line per aggregation mode."""
+    fig, axes = _axes(2, w=5.8, h=3.8)
+    modes = w.select("aggregation").unique(maintain_order=True)["aggregation"].to_list()
+    pal = dict(zip(modes, sns.color_palette("tab10", len(modes))))
+    for mode in modes:
+        g = w.filter(pl.col("aggregation") == mode)
+        label = f"{mode}: {', '.join(g['recipe'].unique(maintain_order=True).to_list())}"
+        first = g.filter(pl.col("recipe") == g["recipe"][0])
+        axes[0, 0].plot(first["length"], first["weight"], color=pal[mode], label=label)
+        axes[0, 1].plot(first["length"], first["seq_weight"], color=pal[mode], label=label)
+    axes[0, 0].set_ylabel("per-token weight (token_mean at L_ref = 1)")
+    axes[0, 1].set_ylabel("whole-completion weight (per-token × L)")
+    for ax in axes[0]:
+        ax.set_yscale("log")
+        ax.set_xlabel("completion length L (tokens)")
+        ax.axvline(ref_len, color="grey", lw=0.8, ls=":")
+    fig.suptitle(f"Aggregation: gradient weight of one completion of length L (others {ref_len} tokens, "
+                 f"L_max {max_new_tokens})", fontsize=10)
+    _legend_outside(fig, axes)
+    return fig
+
+
+def step_metrics(curves: pl.DataFrame, metrics: dict[str, str], cells: list[str], budgets: dict, colors: dict,
+                 xlabels: dict, recipes: list[str] | None = None) -> plt.Figure:
+    """Binned step metrics against compute: one row per metric, one column per cell."""
+    fig, axes = _axes(len(cells), nrows=len(metrics), h=3.2)
+    for row, (metric, label) in zip(axes, metrics.items()):
+        for ax, cell in zip(row, cells):
+            d = curves.filter((pl.col("cell") == cell) & (pl.col("metric") == metric) & pl.col("value").is_not_null())
+            if recipes is not None:
+                d = d.filter(pl.col("recipe").is_in(recipes))
+            d = d.with_columns((pl.col("x") * budgets[cell]).alias("x"))
+            if d.height:
+                sns.lineplot(d.to_pandas(), x="x", y="value", hue="recipe",
+                             hue_order=[r for r in colors if r in set(d["recipe"])], palette=colors, errorbar=BAND, ax=ax)
+            ax.set_title(f"{cell}: {label}", fontsize=10)
+            ax.set_xlabel(xlabels[cell])
+            ax.set_ylabel(label)
+    _legend_outside(fig, axes)
+    return fig

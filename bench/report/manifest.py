@@ -1,0 +1,96 @@
+"""What reproduces a report: the command, the suite file's hash, the runs and where they ran.
+
+Everything in `manifest` comes from the suite file and the runs' run.json records (versions, git
+commits, hardware at training time), plus the versions of the libraries that compute the report,
+so report.md stays a pure function of results/. The report's own git commit and the time of
+generation go to index.html only (`generator`), where they cannot break byte-identical output.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from importlib import metadata
+from pathlib import Path
+
+from bench.report import stats
+from bench.suite import Suite
+
+REPORT_PACKAGES = ("numpy", "scipy", "polars", "matplotlib", "seaborn")
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def display_path(path: Path) -> str:
+    """A path relative to the working directory when it lies below it, else absolute."""
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
+def command(suite: Suite, root: Path) -> str:
+    """`bench report NAME`, with --results when root is not the default `results` (and a suite path
+    when the suite is not one of suites/)."""
+    from bench import suite as suites
+
+    name = suite.name if suite.name in suites.names() and Path(suite.path).resolve() == (
+        suites.SUITES_DIR / f"{suite.name}.toml").resolve() else display_path(suite.path)
+    root_s = display_path(root)
+    return f"bench report {name}" + ("" if root_s == "results" else f" --results {root_s}")
+
+
+def versions(names) -> dict[str, str]:
+    out = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _counted(values: list[str]) -> str:
+    c = Counter(values)
+    return "; ".join(f"{v} ({n} run{'s' if n != 1 else ''})" for v, n in sorted(c.items()))
+
+
+def manifest(suite: Suite, root: Path, metas: dict[str, dict], n_expected: int) -> list[tuple[str, str]]:
+    """(key, value) rows, in a fixed order."""
+    rows = [("command", command(suite, root)),
+            ("suite file", f"{display_path(suite.path)} (sha256 {file_sha256(suite.path)})"),
+            ("runs", f"{len(metas)} recorded of {n_expected} expected; ids, status and cells in runs.csv"),
+            ("bootstrap", f"seed {stats.SEED}, {stats.N_BOOT} resamples, {int(stats.LEVEL * 100)}% percentile intervals")]
+    commits = [f"{m.get('git_commit') or 'unknown'}{' (dirty)' if m.get('git_dirty') else ''}" for m in metas.values()]
+    rows.append(("runs' git commits", _counted(commits) or "-"))
+    pkgs: dict[str, list[str]] = {}
+    for m in metas.values():
+        for k, v in (m.get("packages") or {}).items():
+            pkgs.setdefault(k, []).append(str(v))
+    for k in sorted(pkgs):
+        rows.append((f"runs: {k}", _counted(pkgs[k])))
+    hw = []
+    for m in metas.values():
+        h = m.get("hardware") or {}
+        parts = [f"{h.get('machine', '?')}", f"{h.get('cpus', '?')} CPUs", f"python {h.get('python', '?')}",
+                 f"torch threads {h.get('torch_threads', '?')}"] + ([f"GPU {h['gpu']}"] if h.get("gpu") else [])
+        hw.append(", ".join(parts))
+    rows.append(("runs' hardware", _counted(hw) or "-"))
+    devices = [str(m.get("config", {}).get("device", "?")) for m in metas.values()]
+    rows.append(("runs' device", _counted(devices) or "-"))
+    rows.append(("report libraries", ", ".join(f"{k} {v}" for k, v in versions(REPORT_PACKAGES).items())))
+    return rows
+
+
+def generator() -> list[tuple[str, str]]:
+    """The environment that wrote the report (index.html only: it changes with every commit)."""
+    import datetime
+
+    from bench import results
+
+    env = results.environment()
+    return [("report written", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+            ("report code commit", f"{env['git_commit'] or 'unknown'}{' (dirty)' if env['git_dirty'] else ''}"),
+            ("report host", ", ".join(f"{k} {v}" for k, v in env["hardware"].items()))]

@@ -1,0 +1,306 @@
+"""The report's sections, in order: each function returns blocks and adds its figures to `figs`.
+
+    summary · leaderboard · accuracy against compute (AUC, sigmoid fits) · length bias (lengths,
+    slopes and gaps, aggregation weights) · KL · clipping · entropy · recipes as diffs from the
+    baseline · failed, diverged and missing runs · manifest
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from bench.report import figures as F
+from bench.report import manifest as M
+from bench.report import tables as T
+from bench.report.data import Data, finished, max_new_tokens
+from bench.report.render import Code, Figure, Heading, Para, Table, ci, num, table
+from bench.suite import Suite
+
+
+@dataclass
+class Context:
+    """What every section reads; `tables` collects the CSV frames, `figs` the PNG bytes."""
+
+    suite: Suite
+    root: Path
+    data: Data
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    figs: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def cells(self) -> list[str]:
+        return [c.name for c in self.suite.cells]
+
+    @property
+    def budgets(self) -> dict[str, float]:
+        return {c.name: c.budget.value for c in self.suite.cells}
+
+    @property
+    def xlabels(self) -> dict[str, str]:
+        unit = {"flops": "FLOPs", "steps": "optimizer steps", "tokens": "generated tokens"}
+        return {c.name: f"compute ({unit[c.budget.kind]})" for c in self.suite.cells}
+
+    @property
+    def colors(self) -> dict:
+        return F.palette(list(self.suite.recipes))
+
+    @property
+    def base(self) -> str:
+        return T.baseline(self.suite)
+
+    def figure(self, name: str, fig, caption: str) -> Figure:
+        self.figs[name] = F.png_bytes(fig)
+        return Figure(name, caption)
+
+
+def budget_text(b) -> str:
+    unit = {"flops": "FLOPs", "steps": "steps", "tokens": "generated tokens"}[b.kind]
+    return f"{b.value:.3g} {unit}"
+
+
+def _count(runs: pl.DataFrame, status: str) -> int:
+    return runs.filter(pl.col("status") == status).height
+
+
+def summary(ctx: Context) -> list:
+    runs, board = ctx.data.runs, ctx.tables["leaderboard"]
+    out = [Heading(2, "Summary")]
+    if ctx.suite.description:
+        out.append(Para(ctx.suite.description))
+    cells = ", ".join(f"{c.name} (budget {budget_text(c.budget)})" for c in ctx.suite.cells)
+    out.append(Para(f"{len(ctx.suite.recipes)} recipes × {len(ctx.suite.seeds)} seeds on {cells}: "
+                    f"{runs.height} runs expected, {_count(runs, 'finished')} finished, {_count(runs, 'diverged')} "
+                    f"diverged, {_count(runs, 'failed')} failed, {_count(runs, 'missing')} without a record. "
+                    "Statistics use finished runs only; the others are listed under "
+                    "\"Failed, diverged and missing runs\"."))
+    for cell in ctx.cells:
+        b = board.filter((pl.col("cell") == cell) & pl.col("acc_mean").is_not_null())
+        if not b.height:
+            out.append(Para(f"{cell}: no finished run yet."))
+            continue
+        best = b.row(0, named=True)
+        ref = b.filter(pl.col("recipe") == ctx.base)
+        ref_txt = (f"; baseline {ctx.base} {ci(ref['acc_mean'][0], ref['acc_lo'][0], ref['acc_hi'][0])}"
+                   if ref.height else "")
+        better = b.filter(pl.col("mark").is_in(["*", "+"]) & (pl.col("p_improve") > 0.5))["recipe"].to_list()
+        worse = b.filter(pl.col("mark").is_in(["*", "+"]) & (pl.col("p_improve") < 0.5))["recipe"].to_list()
+        out.append(Para(
+            f"{cell}: highest mean final accuracy {best['recipe']} {ci(best['acc_mean'], best['acc_lo'], best['acc_hi'])}"
+            f"{ref_txt}. Marked better than {ctx.base}: {', '.join(better) or 'none'}; marked worse: "
+            f"{', '.join(worse) or 'none'}."))
+    return out
+
+
+def leaderboard(ctx: Context) -> list:
+    board = ctx.tables["leaderboard"]
+    n_seeds = len(ctx.suite.seeds)
+    out = [Heading(2, "Leaderboard"),
+           Para("Final held-out greedy accuracy at the end of the budget over finished seeds: mean and IQM "
+                "(interquartile mean; with fewer than 4 seeds nothing is trimmed and it equals the mean) with 95% "
+                "percentile bootstrap intervals over seeds; AUC is the mean accuracy over the budget (area under "
+                "accuracy against the fraction of compute spent). P(>" + ctx.base + ") is the probability of "
+                "improvement, P(X > Y) + ½P(X = Y) over seed pairs (the Mann–Whitney U statistic / n_x n_y), with "
+                "a stratified bootstrap interval; p is the two-sided Mann–Whitney test."),
+           Para("Marks: `*` when the Mann–Whitney p < 0.05; `+` when only the bootstrap interval of P(improvement) "
+                "excludes 0.5 (rliable's reading; with few seeds this interval is too narrow, so treat `+` as a "
+                "lead to follow up, not a finding)."
+                + (f" With {n_seeds} seeds per recipe the smallest attainable two-sided p is "
+                   f"{2 / math.comb(2 * n_seeds, n_seeds):.2g}, so `*` {'cannot' if 2 / math.comb(2 * n_seeds, n_seeds) >= 0.05 else 'can'} occur."
+                   if n_seeds >= 1 else ""))]
+    for cell in ctx.cells:
+        out.append(Heading(3, cell))
+        out.append(table(board.filter(pl.col("cell") == cell), {
+            "recipe": lambda r: r["recipe"], "n": lambda r: f"{r['n']}/{r['expected']}",
+            "final acc, mean [95% CI]": lambda r: ci(r["acc_mean"], r["acc_lo"], r["acc_hi"]),
+            "IQM [95% CI]": lambda r: ci(r["acc_iqm"], r["iqm_lo"], r["iqm_hi"]),
+            "AUC [95% CI]": lambda r: ci(r["auc_mean"], r["auc_lo"], r["auc_hi"]),
+            f"P(>{ctx.base}) [95% CI]": lambda r: ci(r["p_improve"], r["p_lo"], r["p_hi"], ".2f"),
+            "MW p": lambda r: num(r["mw_p"], ".2f"), "mark": lambda r: r["mark"],
+            "not finished": lambda r: _not_finished(r)}))
+    out.append(ctx.figure("leaderboard.png", F.leaderboard(board, ctx.cells, ctx.colors),
+                          "Final accuracy: mean (dot) with 95% bootstrap interval, IQM (×), marks as in the table."))
+    return out
+
+
+def _not_finished(r: dict) -> str:
+    parts = [f"{r[k]} {k}" for k in ("diverged", "failed", "missing") if r[k]]
+    return ", ".join(parts) or "-"
+
+
+def accuracy(ctx: Context) -> list:
+    fits = ctx.tables["sigmoid_fits"]
+    out = [Heading(2, "Accuracy against compute"),
+           ctx.figure("accuracy.png", F.accuracy_vs_compute(finished(ctx.data.evals), fits, ctx.cells, ctx.budgets,
+                                                            ctx.colors, ctx.xlabels),
+                      "Held-out greedy accuracy at each evaluation point (fractions of the budget): mean over seeds, "
+                      "band from the lowest to the highest seed; dashed: the sigmoid fit where it is identifiable."),
+           Heading(3, "Sigmoid fit (ScaleRL)"),
+           Para("ScaleRL (arXiv 2510.13786) fits R_C = R0 + (A − R0) / (1 + (C_mid / C)^B) to accuracy R against "
+                "compute C: A is the asymptote, B the efficiency, C_mid the compute at half the gain. R0 is fixed at "
+                "the mean accuracy at C = 0; A, B and C_mid are fitted by least squares to the pooled evaluations "
+                "of the finished seeds (C > 0), with 95% intervals from the fit's covariance. A fit is reported as "
+                "not identifiable when it fails, a parameter sits on its bound, C_mid lies outside the observed "
+                "compute, or an interval is too wide (A wider than 0.5, C_mid wider than 2 decades, B spanning "
+                "more than 20× or 0); its values are then shown in the CSV but not here.")]
+    for cell in ctx.cells:
+        out.append(Heading(3, f"{cell}: sigmoid fits"))
+        out.append(table(fits.filter(pl.col("cell") == cell), {
+            "recipe": lambda r: r["recipe"], "points": lambda r: str(r["n_points"]), "R0": lambda r: num(r["R0"]),
+            "A [95% CI]": lambda r: ci(r["A"], r["A_lo"], r["A_hi"]) if r["identifiable"] else "-",
+            "B [95% CI]": lambda r: ci(r["B"], r["B_lo"], r["B_hi"], ".2f") if r["identifiable"] else "-",
+            "C_mid [95% CI]": lambda r: ci(r["C_mid"], r["C_mid_lo"], r["C_mid_hi"], ".2e") if r["identifiable"] else "-",
+            "fit": lambda r: "identified" if r["identifiable"] else f"not identifiable: {r['reason']}"}))
+    return out
+
+
+def length(ctx: Context) -> list:
+    bias, w = ctx.tables["length_bias"], ctx.tables["grad_weights"]
+    ev = finished(ctx.data.evals)
+    out = [Heading(2, "Length bias"),
+           Para("Mean length (tokens) of correct and of incorrect held-out answers at each evaluation point, per "
+                "recipe: mean over seeds, band from the lowest to the highest seed.")]
+    for cell in ctx.cells:
+        name = f"length_{cell.replace('/', '_')}.png"
+        out.append(ctx.figure(name, F.length_vs_compute(ev, cell, list(ctx.suite.recipes), ctx.budgets[cell],
+                                                         ctx.xlabels[cell]),
+                              f"{cell}: length of correct and incorrect answers against compute."))
+    out.append(Para("Slope: least-squares slope of a run's mean length (correct or incorrect answers) against the "
+                    "fraction of the budget spent, in tokens per whole budget (positive: answers grow). Gap: mean over "
+                    "the run's evaluation points of incorrect − correct length. Means over finished seeds with 95% "
+                    "bootstrap intervals."))
+    for cell in ctx.cells:
+        out.append(Heading(3, f"{cell}: slopes and gap"))
+        out.append(table(bias.filter(pl.col("cell") == cell), {
+            "recipe": lambda r: r["recipe"], "n": lambda r: str(r["n"]),
+            "slope, correct": lambda r: ci(r["slope_correct"], r["slope_correct_lo"], r["slope_correct_hi"], ".2f"),
+            "slope, incorrect": lambda r: ci(r["slope_incorrect"], r["slope_incorrect_lo"], r["slope_incorrect_hi"], ".2f"),
+            "gap (incorrect − correct)": lambda r: ci(r["gap"], r["gap_lo"], r["gap_hi"], ".2f")}))
+    out.append(ctx.figure("length_bias.png", F.length_bias(bias, ctx.cells, ctx.colors),
+                          "Length slopes and the incorrect − correct gap per recipe, 95% bootstrap intervals."))
+    ref_len, lmax = ctx.tables["_grad_ref"]
+    out.append(Heading(3, "Aggregation: gradient weight by length"))
+    out.append(Para(
+        f"The loss is Σ_i w_i Σ_t ℓ_(i,t) (algorithms/aggregation.py), so every token of completion i gets gradient "
+        f"weight w_i. Computed analytically for one completion of length L in a rollout batch of "
+        f"{ctx.suite.train.prompts_per_step} prompts × {ctx.suite.train.group_size} completions whose other "
+        f"completions have {ref_len} tokens (the mean training length in {ctx.cells[0]}), L_max = {lmax}; shown "
+        "relative to token_mean's weight at L = that length. seq_mean_token_mean gives every completion the same "
+        "total weight, so each token of a long completion counts less (long wrong answers are penalised less per "
+        "token, the length bias Dr. GRPO names); token_mean and the sum modes weigh every token alike. The advantage's "
+        "own scale (e.g. group std normalisation) is not included."))
+    out.append(ctx.figure("grad_weights.png", F.grad_weights(w, ref_len, lmax),
+                          "Per-token and whole-completion gradient weight against completion length, by aggregation."))
+    show = sorted({1, ref_len // 2 or 1, ref_len, min(2 * ref_len, lmax), lmax})
+    modes = w.filter(pl.col("length").is_in(show))
+    out.append(table(
+        modes.group_by("aggregation", maintain_order=True).agg(pl.col("recipe").unique(maintain_order=True),
+                                                               pl.col("weight")),
+        {"aggregation": lambda r: r["aggregation"], "recipes": lambda r: ", ".join(r["recipe"]),
+         **{f"L={L}": (lambda i: lambda r: num(r["weight"][i], ".3g"))(i) for i, L in enumerate(show)}}))
+    return out
+
+
+def kl(ctx: Context) -> list:
+    curves = ctx.tables["_curves"]
+    return [Heading(2, "KL to the reference"),
+            Para("Mean per-token KL of the policy to the reference (the warm start) on each training batch, k1 = "
+                 "log π − log π_ref and k3 = e^u − 1 − u with u = log π_ref − log π, logged for every recipe whatever "
+                 "its KL placement; averaged in bins of 1/20 of the budget, mean over seeds, band min–max."),
+            ctx.figure("kl.png", F.step_metrics(curves, {"kl/k1": "KL k1", "kl/k3": "KL k3"}, ctx.cells, ctx.budgets,
+                                                ctx.colors, ctx.xlabels), "KL (k1, k3) against compute.")]
+
+
+def clipping(ctx: Context) -> list:
+    clip = ctx.tables["clipping"]
+    one = clip.filter(pl.col("updates_per_batch") == 1)["recipe"].unique(maintain_order=True).to_list()
+    many = clip.filter(pl.col("updates_per_batch") > 1)["recipe"].unique(maintain_order=True).to_list()
+    out = [Heading(2, "Clipping")]
+    if one:
+        out.append(Para(f"Zero by construction: {', '.join(one)} make one optimizer update per rollout batch, so the "
+                        "ratio π/π_old is exactly 1 at the update and no clip can bind (ALGORITHMS.md, convention 8). "
+                        "Their clip fractions below are 0 because of this, not because the clip range is wide enough."))
+    out.append(table(clip, {
+        "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "objective": lambda r: r["objective"],
+        "updates/batch": lambda r: str(r["updates_per_batch"]), "clip low": lambda r: num(r["clip_low"], ".4f"),
+        "clip high": lambda r: num(r["clip_high"], ".4f"), "clip seq (gspo)": lambda r: num(r["clip_seq"], ".4f"),
+        "weight capped (cispo)": lambda r: num(r["weight_capped"], ".4f"), "note": lambda r: r["note"]}))
+    if many:
+        out.append(ctx.figure("clipping.png", F.step_metrics(
+            ctx.tables["_curves"], {"policy/clip_frac_low": "clip fraction low", "policy/clip_frac_high": "clip fraction high"},
+            ctx.cells, ctx.budgets, ctx.colors, ctx.xlabels, recipes=many),
+            f"Clip fractions (low: A<0 and ratio below 1−ε; high: A>0 and ratio above 1+ε) for the recipes with "
+            f"several updates per batch ({', '.join(many)})."))
+    else:
+        out.append(Para("No recipe in this suite makes more than one update per batch, so there is no clip-fraction "
+                        "curve to draw."))
+    return out
+
+
+def entropy(ctx: Context) -> list:
+    return [Heading(2, "Entropy"),
+            Para("Mean per-token entropy of the policy on each training batch (nats), binned like KL."),
+            ctx.figure("entropy.png", F.step_metrics(ctx.tables["_curves"], {"policy/entropy": "entropy (nats)"},
+                                                     ctx.cells, ctx.budgets, ctx.colors, ctx.xlabels),
+                       "Policy entropy against compute.")]
+
+
+def recipes(ctx: Context) -> list:
+    diffs = ctx.tables["recipe_diffs"]
+    out = [Heading(2, f"Recipes as diffs from {ctx.base}"),
+           Para(f"Each recipe's parts (with this suite's overrides) where they differ from {ctx.base}'s; field paths "
+                "as in `Recipe.diff` (see ALGORITHMS.md for the parts).")]
+    out.append(table(diffs, {"recipe": lambda r: r["recipe"], "field": lambda r: f"`{r['field']}`",
+                             ctx.base: lambda r: r["baseline"], "recipe's value": lambda r: r["value"]})
+               if diffs.height else Para("No recipe differs from the baseline."))
+    return out
+
+
+def problems(ctx: Context) -> list:
+    bad = ctx.tables["_problems"]
+    out = [Heading(2, "Failed, diverged and missing runs")]
+    if not bad.height:
+        return out + [Para(f"None: all {ctx.data.runs.height} expected runs finished.")]
+    out.append(Para(f"{bad.height} of {ctx.data.runs.height} expected runs did not finish. They are not averaged into "
+                    "any statistic above (a diverged run has no accuracy at the budget); `missing` runs have no "
+                    "record yet (rerun `bench suite` to resume them)."))
+    out.append(table(bad, {"cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "seed": lambda r: str(r["seed"]),
+                           "run id": lambda r: f"`{r['run_id']}`", "status": lambda r: r["status"],
+                           "steps": lambda r: str(r["steps_done"]), "budget spent": lambda r: num(r["spent"], ".2f"),
+                           "reason": lambda r: r["reason"] or "-"}))
+    return out
+
+
+def manifest(ctx: Context) -> list:
+    rows = M.manifest(ctx.suite, ctx.root, ctx.data.metas, ctx.data.runs.height)
+    return [Heading(2, "Manifest"),
+            Para("Reproduce this report (a pure function of the results directory and the bootstrap seed):"),
+            Code(rows[0][1]),
+            Table(("item", "value"), tuple((k, v) for k, v in rows[1:])),
+            Para("Tables as CSV beside this file: " + ", ".join(f"`{n}.csv`" for n in sorted(ctx.tables)
+                                                                if not n.startswith("_")) + ".")]
+
+
+def build_tables(ctx: Context) -> None:
+    """Compute every table once (the CSVs, and `_`-prefixed helpers the sections share)."""
+    s, d = ctx.suite, ctx.data
+    ctx.tables["runs"] = T.runs_table(d)
+    ctx.tables["leaderboard"] = T.leaderboard(s, d)
+    ctx.tables["sigmoid_fits"] = T.sigmoid_fits(s, d)
+    ctx.tables["length_bias"] = T.length_bias(s, d)
+    ctx.tables["clipping"] = T.clipping(s, d)
+    ctx.tables["recipe_diffs"] = T.recipe_diffs(s)
+    lmax = max_new_tokens(s, d, ctx.cells[0])
+    lens = finished(d.steps).filter(pl.col("cell") == ctx.cells[0])["len/mean"].drop_nans().drop_nulls()
+    ref_len = int(min(lmax, max(1, round(float(np.mean(lens.to_numpy())))))) if lens.len() else max(1, lmax // 3)
+    ctx.tables["grad_weights"] = T.grad_weights(s, lmax, ref_len, list(range(1, lmax + 1)))
+    ctx.tables["_grad_ref"] = (ref_len, lmax)
+    ctx.tables["_curves"] = T.curve_frame(d, ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high",
+                                              "policy/entropy"])
+    ctx.tables["_problems"] = T.problems(d)
+
+
+SECTIONS = (summary, leaderboard, accuracy, length, kl, clipping, entropy, recipes, problems, manifest)

@@ -1,0 +1,224 @@
+"""Statistics for reports: small pure functions over 1-D arrays of per-seed values (rliable-style).
+
+Every random draw comes from `numpy.random.default_rng(seed)` created inside the call, so a result
+depends only on its inputs and the seed, never on what was computed before it.
+
+    mean, IQM                    point estimates over seeds
+    bootstrap_ci                 95% percentile interval of any statistic over seeds
+    prob_improvement             P(X > Y) + ½ P(X = Y) = U / (n_x n_y), Mann–Whitney U of X over Y
+    prob_improvement_ci          its stratified bootstrap interval (X and Y resampled separately)
+    mann_whitney_p               two-sided Mann–Whitney p-value (exact for small samples, no ties)
+    curve_auc                    normalised area under an accuracy–compute curve
+    linear_slope                 least-squares slope
+    fit_sigmoid                  ScaleRL's saturating fit R_C = R0 + (A − R0) / (1 + (C_mid / C)^B)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+SEED = 0  # the report's fixed bootstrap seed
+N_BOOT = 2000
+LEVEL = 0.95
+
+
+def _clean(x) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64).ravel()
+    return a[np.isfinite(a)]
+
+
+def mean(x) -> float:
+    a = _clean(x)
+    return float(a.mean()) if a.size else math.nan
+
+
+def iqm(x) -> float:
+    """Interquartile mean: the mean of the middle 50%, `scipy.stats.trim_mean(x, 0.25)` semantics.
+
+    floor(0.25 n) values are cut from each end, as in scipy and rliable, so with fewer than four
+    seeds nothing is cut and the IQM equals the mean (n = 4, 5: the middle 2, 3 values).
+    """
+    a = np.sort(_clean(x))
+    if not a.size:
+        return math.nan
+    k = int(0.25 * a.size)
+    return float(a[k:a.size - k].mean())
+
+
+def bootstrap_ci(x, stat: Callable[[np.ndarray], float] = mean, n_boot: int = N_BOOT, seed: int = SEED,
+                 level: float = LEVEL) -> tuple[float, float]:
+    """Percentile bootstrap interval of `stat` over the values of x (resampled with replacement).
+
+    One value gives the degenerate interval (x, x); none gives (nan, nan). With three seeds the
+    interval only spans the values seen, so it understates the uncertainty: read it as a range.
+    """
+    a = _clean(x)
+    if not a.size:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, a.size, size=(n_boot, a.size))
+    boots = np.array([stat(a[i]) for i in idx])
+    q = (1 - level) / 2
+    return float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q))
+
+
+def prob_improvement(x, y) -> float:
+    """P(X > Y) + ½ P(X = Y) over all pairs: Mann–Whitney U of x over y divided by n_x n_y."""
+    a, b = _clean(x), _clean(y)
+    if not a.size or not b.size:
+        return math.nan
+    diff = a[:, None] - b[None, :]
+    return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
+
+
+def prob_improvement_ci(x, y, n_boot: int = N_BOOT, seed: int = SEED, level: float = LEVEL) -> tuple[float, float]:
+    """Stratified percentile bootstrap of prob_improvement: x and y are resampled separately (rliable)."""
+    a, b = _clean(x), _clean(y)
+    if not a.size or not b.size:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    ia = rng.integers(0, a.size, size=(n_boot, a.size))
+    ib = rng.integers(0, b.size, size=(n_boot, b.size))
+    boots = np.array([prob_improvement(a[i], b[j]) for i, j in zip(ia, ib)])
+    q = (1 - level) / 2
+    return float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q))
+
+
+def mann_whitney_p(x, y) -> float:
+    """Two-sided Mann–Whitney U test p-value (scipy's `method="auto"`: exact when small and untied).
+
+    With 3 seeds against 3 the smallest attainable p is 0.1, so no difference reaches p < 0.05.
+    """
+    from scipy.stats import mannwhitneyu
+
+    a, b = _clean(x), _clean(y)
+    if not a.size or not b.size:
+        return math.nan
+    if np.ptp(np.concatenate([a, b])) == 0:
+        return 1.0  # all values tied: no evidence either way (scipy warns and returns nan here)
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def curve_auc(x, y) -> float:
+    """Trapezoid area under y(x) divided by the x range: the curve's mean height (nan under 2 points)."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(xa) & np.isfinite(ya)
+    xa, ya = xa[ok], ya[ok]
+    if xa.size < 2 or np.ptp(xa) == 0:
+        return math.nan
+    order = np.argsort(xa, kind="stable")
+    xa, ya = xa[order], ya[order]
+    return float(np.sum((xa[1:] - xa[:-1]) * (ya[1:] + ya[:-1]) / 2) / (xa[-1] - xa[0]))
+
+
+def linear_slope(x, y) -> float:
+    """Least-squares slope of y on x over the finite pairs (nan under 2 distinct x)."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(xa) & np.isfinite(ya)
+    xa, ya = xa[ok], ya[ok]
+    if xa.size < 2 or np.ptp(xa) == 0:
+        return math.nan
+    xc = xa - xa.mean()
+    return float(np.sum(xc * (ya - ya.mean())) / np.sum(xc * xc))
+
+
+# ---------------------------------------------------------------------------------------------
+# ScaleRL's sigmoid compute–performance fit (Khatri et al. 2025, arXiv 2510.13786, eq. 1)
+
+@dataclass(frozen=True)
+class SigmoidFit:
+    """R_C = R0 + (A − R0) / (1 + (C_mid / C)^B), with 95% intervals from the fit's covariance.
+
+    identifiable is False (and `reason` says why) when the data do not pin the curve down: the fit
+    failed, a parameter sits on its bound, the midpoint lies outside the observed compute, or an
+    interval is too wide to mean anything. The parameter values are then reported but not trusted.
+    """
+
+    A: float
+    B: float
+    C_mid: float
+    R0: float
+    A_ci: tuple[float, float]
+    B_ci: tuple[float, float]
+    C_mid_ci: tuple[float, float]
+    identifiable: bool
+    reason: str
+    n_points: int
+
+
+B_BOUNDS = (0.05, 20.0)
+LOG_MID_MARGIN = 3.0  # ln C_mid may range e^3 ≈ 20× beyond the observed compute, then it is at a bound
+MAX_A_CI = 0.5  # an asymptote interval wider than this (accuracy units) is not identified
+MAX_MID_CI_DECADES = 2.0  # nor a midpoint interval wider than this many decades of compute
+MAX_B_CI_RATIO = 20.0
+
+
+def sigmoid(C, A: float, B: float, C_mid: float, R0: float) -> np.ndarray:
+    """ScaleRL's curve at compute C > 0."""
+    C = np.asarray(C, dtype=np.float64)
+    return R0 + (A - R0) / (1.0 + (C_mid / C) ** B)
+
+
+def fit_sigmoid(C, R, R0: float) -> SigmoidFit:
+    """Least-squares fit of A ∈ [0, 1], B, C_mid to points (C > 0, R), R0 (performance at C = 0) fixed.
+
+    Parametrised in ln C_mid and scaled compute for conditioning; needs 4 points at 3 distinct C.
+    """
+    from scipy.optimize import curve_fit
+
+    C, R = np.asarray(C, dtype=np.float64), np.asarray(R, dtype=np.float64)
+    ok = np.isfinite(C) & np.isfinite(R) & (C > 0)
+    C, R = C[ok], R[ok]
+    nan2 = (math.nan, math.nan)
+
+    def fail(reason: str, A=math.nan, B=math.nan, mid=math.nan) -> SigmoidFit:
+        return SigmoidFit(A, B, mid, R0, nan2, nan2, nan2, False, reason, int(C.size))
+
+    if not math.isfinite(R0):
+        return fail("no accuracy at compute 0 (R0)")
+    if C.size < 4 or np.unique(C).size < 3:
+        return fail(f"too few points ({C.size} at {np.unique(C).size} compute values; need 4 at 3)")
+    scale = float(np.exp(np.mean(np.log(C))))
+    x = C / scale
+    lo_x, hi_x = float(np.log(x.min())), float(np.log(x.max()))
+    lower = [0.0, B_BOUNDS[0], lo_x - LOG_MID_MARGIN]
+    upper = [1.0, B_BOUNDS[1], hi_x + LOG_MID_MARGIN]
+
+    def f(xv, A, B, log_mid):
+        return R0 + (A - R0) / (1.0 + np.exp(B * (log_mid - np.log(xv))))
+
+    top = float(R.max()) if R.mean() >= R0 else float(R.min())
+    p0 = [min(max(top, 0.01), 0.99), 1.0, (lo_x + hi_x) / 2]
+    try:
+        p, cov = curve_fit(f, x, R, p0=p0, bounds=(lower, upper), max_nfev=5000)
+    except (RuntimeError, ValueError) as e:
+        return fail(f"fit did not converge ({type(e).__name__})")
+    A, B, log_mid = (float(v) for v in p)
+    mid = float(np.exp(log_mid) * scale)
+    se = np.sqrt(np.diag(cov)) if np.all(np.isfinite(cov)) else np.full(3, np.inf)
+    z = 1.959963984540054
+    A_ci = (A - z * se[0], A + z * se[0])
+    B_ci = (B - z * se[1], B + z * se[1])
+    with np.errstate(over="ignore"):
+        mid_ci = (float(np.exp(log_mid - z * se[2]) * scale), float(np.exp(log_mid + z * se[2]) * scale))
+    reason = ""
+    names = ("asymptote A", "efficiency B", "midpoint C_mid")
+    shown = (f"{A:.3g}", f"{B:.3g}", f"{mid:.3g}")
+    for name, v, lo, hi, text in zip(names, p, lower, upper, shown):
+        if np.isclose(v, lo, rtol=0, atol=1e-6 * max(1.0, abs(lo))) or np.isclose(v, hi, rtol=0, atol=1e-6 * max(1.0, abs(hi))):
+            reason = f"{name} at its bound ({text})"
+            break
+    if not reason and not (lo_x <= log_mid <= hi_x):
+        reason = "midpoint outside the observed compute range"
+    if not reason and not np.all(np.isfinite(se)):
+        reason = "covariance not finite (flat or degenerate curve)"
+    if not reason and A_ci[1] - A_ci[0] > MAX_A_CI:
+        reason = f"asymptote interval wider than {MAX_A_CI}"
+    if not reason and 2 * z * se[2] / math.log(10) > MAX_MID_CI_DECADES:
+        reason = f"midpoint interval wider than {MAX_MID_CI_DECADES:g} decades"
+    if not reason and (B_ci[0] <= 0 or B_ci[1] / B_ci[0] > MAX_B_CI_RATIO):
+        reason = "efficiency interval includes 0 or spans more than 20×"
+    return SigmoidFit(A, B, mid, R0, A_ci, B_ci, mid_ci, not reason, reason, int(C.size))
