@@ -133,8 +133,8 @@ class SigmoidFit:
     """R_C = R0 + (A − R0) / (1 + (C_mid / C)^B), with 95% intervals from the fit's covariance.
 
     identifiable is False (and `reason` says why) when the data do not pin the curve down: the fit
-    failed, a parameter sits on its bound, the midpoint lies outside the observed compute, or an
-    interval is too wide to mean anything. The parameter values are then reported but not trusted.
+    failed, a parameter sits on its bound, the midpoint lies outside the observed compute, the
+    asymptote's interval contains R0 (no gain), or an interval is too wide to mean anything. The parameter values are then reported but not trusted.
     """
 
     A: float
@@ -213,8 +213,10 @@ def fit_sigmoid(C, R, R0: float) -> SigmoidFit:
             break
     if not reason and not (lo_x <= log_mid <= hi_x):
         reason = "midpoint outside the observed compute range"
-    if not reason and not np.all(np.isfinite(se)):
-        reason = "covariance not finite (flat or degenerate curve)"
+    if not reason and (not np.all(np.isfinite(se)) or np.any(se[1:] <= 0)):
+        reason = "covariance not finite or degenerate (a flat curve leaves B and C_mid free)"
+    if not reason and A_ci[0] <= R0 <= A_ci[1]:
+        reason = "asymptote indistinguishable from R0 (no gain to fit)"
     if not reason and A_ci[1] - A_ci[0] > MAX_A_CI:
         reason = f"asymptote interval wider than {MAX_A_CI}"
     if not reason and 2 * z * se[2] / math.log(10) > MAX_MID_CI_DECADES:

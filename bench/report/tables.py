@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import polars as pl
 
-import algorithms
+from algorithms.serialize import flatten
 from bench.report import stats
 from bench.report.data import Data, finished
 from bench.suite import Suite
@@ -75,6 +74,7 @@ def leaderboard(suite: Suite, data: Data) -> pl.DataFrame:
     table = pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, **{
         k: pl.Float64 for k in ("acc_mean", "acc_lo", "acc_hi", "acc_iqm", "iqm_lo", "iqm_hi", "auc_mean", "auc_lo",
                                 "auc_hi", "p_improve", "p_lo", "p_hi", "mw_p")}, "mark": pl.String})
+    table = table.with_columns(pl.col(pl.Float64).fill_nan(None))  # NaN would sort first; null sorts last
     return (counts.join(table, on=["cell", "recipe"], how="right")
             .select("cell", "recipe", "n", "expected", "diverged", "failed", "missing", *table.columns[2:])
             .sort(["cell", "acc_mean", "recipe"], descending=[False, True, False], nulls_last=True))
@@ -202,14 +202,14 @@ def recipe_diffs(suite: Suite) -> pl.DataFrame:
     base = baseline(suite)
     cell = suite.cells[0]
     ref = suite.run_config(cell, base, suite.seeds[0])
-    ref_train = algorithms.serialize.flatten(ref.to_dict()["train"])
+    ref_train = flatten(ref.to_dict()["train"])
     rows = []
     for recipe in suite.recipes:
         cfg = suite.run_config(cell, recipe, suite.seeds[0])
         if recipe != base:
             for k, (mine, theirs) in cfg.recipe.diff(ref.recipe).items():
                 rows.append({"recipe": recipe, "field": k, "baseline": _show(theirs), "value": _show(mine)})
-        train = algorithms.serialize.flatten(cfg.to_dict()["train"])
+        train = flatten(cfg.to_dict()["train"])
         for k in sorted(train.keys() | ref_train.keys()):
             if train.get(k) != ref_train.get(k):
                 rows.append({"recipe": recipe, "field": f"train.{k}", "baseline": _show(ref_train.get(k)),
@@ -245,6 +245,3 @@ def curve_frame(data: Data, value_cols: list[str], frame: str = "steps") -> pl.D
             .unpivot(index=["cell", "recipe", "rank", "seed", "x", "flops"], variable_name="metric")
             .with_columns(pl.col("value").fill_nan(None)))
 
-
-def nan_to_none(v: float):
-    return None if v is None or (isinstance(v, float) and not np.isfinite(v)) else v

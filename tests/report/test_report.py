@@ -1,0 +1,135 @@
+"""`bench report` on hand-made results: byte-identical output, the numbers, every section, and
+diverged, failed and missing runs listed instead of failing or dropping them."""
+import csv
+import io
+
+import polars as pl
+import pytest
+
+from bench import report
+from bench.cli import main
+from bench.report import data as report_data
+from bench.report import tables
+
+SECTIONS = ["Summary", "Leaderboard", "Accuracy against compute", "Sigmoid fit (ScaleRL)", "Length bias",
+            "Aggregation: gradient weight by length", "KL to the reference", "Clipping", "Entropy",
+            "Recipes as diffs from grpo", "Failed, diverged and missing runs", "Manifest"]
+FIGURES = ["leaderboard.png", "accuracy.png", "length_addition_nano.png", "length_bias.png", "grad_weights.png",
+           "kl.png", "clipping.png", "entropy.png"]
+CSVS = ["clipping", "grad_weights", "leaderboard", "length_bias", "recipe_diffs", "runs", "sigmoid_fits"]
+
+
+@pytest.fixture(scope="module")
+def built(tiny, tmp_path_factory):
+    s, root, ids = tiny
+    out = tmp_path_factory.mktemp("out") / "tiny"
+    return report.build(s, root, out)
+
+
+def rows(path) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(path.read_text())))
+
+
+def test_regenerating_gives_identical_markdown_and_csv(tiny, built, tmp_path):
+    s, root, _ = tiny
+    before = {p.name: p.read_bytes() for p in [built / "report.md", *built.glob("*.csv")]}
+    assert sorted(before) == sorted(["report.md", *(f"{n}.csv" for n in CSVS)])
+    again = report.build(s, root, tmp_path / "again")
+    for name, content in before.items():
+        assert (again / name).read_bytes() == content, name
+    assert report.build(s, root, built) == built  # and in place
+    assert {p.name: p.read_bytes() for p in [built / "report.md", *built.glob("*.csv")]} == before
+    pngs = sorted(p.name for p in (again / "figures").glob("*.png"))
+    assert pngs == sorted(FIGURES)
+    for name in pngs:  # Agg without the Software tag: stable too (not required, but cheap)
+        assert (again / "figures" / name).read_bytes() == (built / "figures" / name).read_bytes(), name
+
+
+def test_every_section_and_figure_is_there(built):
+    md = (built / "report.md").read_text()
+    page = (built / "index.html").read_text()
+    for h in SECTIONS:
+        assert f"## {h}" in md or f"### {h}" in md, h
+        assert f">{h}</h" in page.replace("&#x27;", "'"), h
+    for f in FIGURES:
+        assert f"](figures/{f})" in md and (built / "figures" / f).stat().st_size > 5000
+    assert page.count('src="data:image/png;base64,') == len(FIGURES)
+    assert "report written" in page and "report written" not in md  # time only in the HTML
+    assert "stale0000000" not in md and "stale0000000" not in (built / "runs.csv").read_text()
+    assert "bench report " in md and "sha256" in md and "abc123 (8 runs)" in md
+    assert "2.13.0+cpu" in md and "x86_64, 2 CPUs" in md
+
+
+def test_leaderboard_numbers(built):
+    board = {(r["cell"], r["recipe"]): r for r in rows(built / "leaderboard.csv")}
+    g, d, p = (board[("addition/nano", r)] for r in ("grpo", "dapo", "ppo"))
+    assert [r["recipe"] for r in rows(built / "leaderboard.csv")] == ["dapo", "grpo", "ppo"]  # best first
+    assert float(g["acc_mean"]) == pytest.approx(0.5) and g["n"] == "3" and g["mark"] == "baseline"
+    assert float(g["auc_mean"]) == pytest.approx(0.45)  # 0.4 + 0.1 f averaged over f in [0, 1]
+    assert (g["acc_lo"], g["acc_hi"]) == ("0.49", "0.51")
+    assert float(d["acc_mean"]) == pytest.approx(0.695) and (d["n"], d["diverged"]) == ("2", "1")
+    assert d["p_improve"] == "1" and (d["p_lo"], d["p_hi"]) == ("1", "1")
+    assert float(d["mw_p"]) == pytest.approx(0.2)  # 2 vs 3 separated: 2 / C(5, 2)
+    assert d["mark"] == "+"  # the bootstrap interval excludes 0.5, the rank test cannot reach 0.05
+    assert (p["n"], p["failed"], p["missing"], p["p_improve"]) == ("1", "1", "1", "0")
+
+
+def test_length_bias_clipping_and_weights(tiny, built):
+    s, root, _ = tiny
+    bias = {r["recipe"]: r for r in rows(built / "length_bias.csv")}
+    assert float(bias["dapo"]["slope_correct"]) == pytest.approx(-3.0)
+    assert float(bias["grpo"]["slope_correct"]) == pytest.approx(-1.0)
+    assert float(bias["grpo"]["slope_incorrect"]) == pytest.approx(2.0)
+    assert float(bias["grpo"]["gap"]) == pytest.approx(5.4)  # 4 + 3 · mean(f) − 0.1 · mean(seed)
+    clip = {r["recipe"]: r for r in rows(built / "clipping.csv")}
+    assert clip["grpo"]["note"] == clip["dapo"]["note"] == "zero by construction: one update per batch"
+    assert clip["ppo"]["updates_per_batch"] == "4" and float(clip["ppo"]["clip_high"]) > 0
+    md = (built / "report.md").read_text()
+    assert "Zero by construction: grpo, dapo make one optimizer update per rollout batch" in md
+    # analytic aggregation weights: 16 × 8 rows, others of length 10 (relative to token_mean there)
+    w = tables.grad_weights(s, 24, 10, [5, 10, 20])
+    get = {(r["recipe"], r["length"]): r["weight"] for r in w.iter_rows(named=True)}
+    assert get[("grpo", 10)] == pytest.approx(1.0) and get[("grpo", 20)] == pytest.approx(0.5)
+    assert get[("grpo", 5)] == pytest.approx(2.0)
+    assert get[("dapo", 20)] == pytest.approx(128 * 10 / (127 * 10 + 20))  # 1/N, N grows with L
+    diffs = rows(built / "recipe_diffs.csv")
+    assert {"recipe": "dapo", "field": "objective.eps_high", "baseline": "0.2", "value": "0.28"} in diffs
+
+
+def test_diverged_failed_and_missing_runs_are_listed(tiny, built):
+    _, _, ids = tiny
+    bad = {r["run_id"]: r for r in rows(built / "runs.csv") if r["status"] != "finished"}
+    assert {k: v["status"] for k, v in bad.items()} == {ids["dapo2"]: "diverged", ids["ppo1"]: "failed",
+                                                       ids["ppo2"]: "missing"}
+    assert bad[ids["dapo2"]]["reason"] == "non-finite loss at step 11" and bad[ids["dapo2"]]["steps_done"] == "11"
+    md = (built / "report.md").read_text()
+    section = md.split("## Failed, diverged and missing runs")[1].split("## Manifest")[0]
+    assert "3 of 9 expected runs did not finish" in section
+    for label, status in (("dapo2", "diverged"), ("ppo1", "failed"), ("ppo2", "missing")):
+        assert f"`{ids[label]}` | {status}" in section
+    assert "RuntimeError: out of memory" in section
+    assert "9 runs expected, 6 finished, 1 diverged, 1 failed, 1 without a record" in md
+
+
+def test_a_suite_with_no_results_still_reports(tiny, tmp_path):
+    s, _, _ = tiny
+    out = report.build(s, tmp_path / "empty-results", tmp_path / "r")
+    md = (out / "report.md").read_text()
+    assert "addition/nano: no finished run yet." in md and "9 of 9 expected runs did not finish" in md
+
+
+def test_runs_are_selected_by_the_current_expansion(tiny):
+    s, root, ids = tiny
+    d = report_data.load(s, root)
+    assert sorted(d.runs["run_id"]) == sorted(ids.values())
+    assert d.evals.filter(pl.col("run_id") == ids["ppo1"]).height == 0
+    assert d.steps["frac"].max() == 1.0 and d.steps.filter(pl.col("run_id") == ids["dapo2"])["frac"].max() == 0.55
+
+
+def test_cli(tiny, tmp_path, capsys):
+    s, root, _ = tiny
+    assert main(["report", "no-such-suite"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown suite 'no-such-suite'; valid:" in err[0] and "math-small" in err[0]
+    assert main(["report", str(s.path), "--results", str(root), "--out", str(tmp_path / "cli")]) == 0
+    assert (tmp_path / "cli" / "index.html").is_file() and "report:" in capsys.readouterr().out

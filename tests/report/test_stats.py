@@ -1,0 +1,110 @@
+"""Report statistics against values computed by hand."""
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import trim_mean
+
+from bench.report import stats
+
+
+def test_iqm_trims_a_quarter_from_each_end():
+    assert stats.iqm([4, 1, 3, 2]) == 2.5  # middle two of 1..4
+    assert stats.iqm([1, 2, 3, 4, 5, 6, 7, 100]) == 4.5  # 3, 4, 5, 6: the outlier is cut
+    assert stats.iqm([1, 2, 10]) == pytest.approx(13 / 3)  # n = 3: floor(0.75) = 0 cut, the mean
+    assert stats.iqm([1, 2, 3, 4, 50]) == 3.0  # n = 5: one cut from each end
+    for x in ([0.2, 0.9, 0.4, 0.1, 0.7, 0.3, 0.35], [1.0], [3, 1, 2, 9, 8, 7]):
+        assert stats.iqm(x) == pytest.approx(trim_mean(x, 0.25))
+    assert math.isnan(stats.iqm([]))
+    assert stats.iqm([1, float("nan"), 3]) == 2.0  # NaN (a missing value) is dropped
+
+
+def test_bootstrap_percentile_interval_matches_the_exact_resampling_distribution():
+    # x = [0, 0, 0, 1]: the resampled mean is k/4 with k ~ Binomial(4, 1/4).
+    # P(k = 0) = 0.316 > 2.5%, so the lower bound is 0; P(k >= 3) = 0.0508 > 2.5% but
+    # P(k = 4) = 0.0039 < 2.5%, so the upper bound is 3/4.
+    assert stats.bootstrap_ci([0, 0, 0, 1]) == (0.0, 0.75)
+    # x = [0, 1]: the mean is 0, 1/2, 1 with probabilities 1/4, 1/2, 1/4: the interval is (0, 1)
+    assert stats.bootstrap_ci([0, 1]) == (0.0, 1.0)
+    assert stats.bootstrap_ci([0.3, 0.3, 0.3]) == (0.3, 0.3)
+    assert stats.bootstrap_ci([0.7]) == (0.7, 0.7)
+    assert all(math.isnan(v) for v in stats.bootstrap_ci([]))
+
+
+def test_bootstrap_is_a_function_of_inputs_and_seed():
+    x = [0.31, 0.42, 0.38, 0.55, 0.47]
+    a = stats.bootstrap_ci(x, seed=0)
+    np.random.default_rng(123).random(10)  # unrelated draws do not leak into the next call
+    assert stats.bootstrap_ci(x, seed=0) == a
+    # the same draws by hand: default_rng(seed) indices, percentile 2.5 / 97.5
+    idx = np.random.default_rng(0).integers(0, 5, size=(stats.N_BOOT, 5))
+    boots = np.asarray(x)[idx].mean(axis=1)
+    assert a == (float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975)))
+    assert stats.bootstrap_ci(x, n_boot=50, seed=0) != stats.bootstrap_ci(x, n_boot=50, seed=1)
+
+
+def test_probability_of_improvement_counts_pairs_and_half_ties():
+    # 3>1, 4>1, 5>1, 5>4 win; 4=4 ties; 4 of 9 pairs + 0.5 -> 0.5
+    assert stats.prob_improvement([3, 4, 5], [1, 4, 6]) == 0.5
+    assert stats.prob_improvement([2, 3], [1, 1, 4]) == pytest.approx(4 / 6)
+    assert stats.prob_improvement([1, 2], [3, 4]) == 0.0
+    assert stats.prob_improvement([0.5, 0.5], [0.5]) == 0.5
+    from scipy.stats import mannwhitneyu
+
+    x, y = [0.61, 0.64, 0.7, 0.64], [0.58, 0.64, 0.66]
+    assert stats.prob_improvement(x, y) == pytest.approx(mannwhitneyu(x, y).statistic / 12)
+
+
+def test_probability_of_improvement_interval():
+    assert stats.prob_improvement_ci([5, 6, 7], [1, 2, 3]) == (1.0, 1.0)  # every resample: all pairs win
+    lo, hi = stats.prob_improvement_ci([1, 3, 5], [2, 4, 6])
+    assert lo < 0.5 < hi
+
+
+def test_mann_whitney_exact_p_on_small_arrays():
+    # 3 vs 3 completely separated: 1 of C(6,3) = 20 orderings per tail, two-sided 2/20
+    assert stats.mann_whitney_p([1, 2, 3], [4, 5, 6]) == pytest.approx(0.1)
+    # 4 vs 4 separated: 2 / C(8,4) = 2/70
+    assert stats.mann_whitney_p([5, 6, 7, 8], [1, 2, 3, 4]) == pytest.approx(2 / 70)
+    # U = 1 of 9: orderings with U <= 1 are 2 of 20 per tail -> p = 4/20
+    assert stats.mann_whitney_p([1, 2, 4], [3, 5, 6]) == pytest.approx(0.2)
+    assert stats.mann_whitney_p([0.4, 0.4], [0.4, 0.4]) == 1.0
+    assert math.isnan(stats.mann_whitney_p([], [1.0]))
+
+
+def test_curve_auc_and_slope():
+    assert stats.curve_auc([0, 0.5, 1], [0, 1, 1]) == 0.75  # (0.25 + 0.5) / 1
+    assert stats.curve_auc([0, 2], [0.2, 0.4]) == pytest.approx(0.3)  # divided by the range
+    assert stats.curve_auc([1, 0, 0.5], [1, 0, 1]) == 0.75  # order does not matter
+    assert math.isnan(stats.curve_auc([0.5], [1]))
+    assert stats.linear_slope([0, 0.25, 0.5, 1.0], [1, 1.5, 2, 3]) == pytest.approx(2.0)
+    assert stats.linear_slope([0, 1, 2], [1, float("nan"), 5]) == pytest.approx(2.0)
+
+
+def test_sigmoid_fit_recovers_known_parameters():
+    A, B, C_mid, R0 = 0.8, 1.5, 1e11, 0.2
+    C = np.tile(np.logspace(10, 12, 8), 3)  # three "seeds" at 8 compute points
+    noise = np.random.default_rng(7).normal(0, 0.005, C.size)
+    fit = stats.fit_sigmoid(C, stats.sigmoid(C, A, B, C_mid, R0) + noise, R0)
+    assert fit.identifiable, fit.reason
+    assert fit.A == pytest.approx(A, abs=0.02)
+    assert fit.B == pytest.approx(B, rel=0.1)
+    assert fit.C_mid == pytest.approx(C_mid, rel=0.1)
+    # the truth lies within 1.5 half-widths of the 95% intervals (about 3 standard errors)
+    assert abs(fit.A - A) < 1.5 * (fit.A_ci[1] - fit.A)
+    assert abs(math.log(fit.C_mid / C_mid)) < 1.5 * math.log(fit.C_mid_ci[1] / fit.C_mid)
+    exact = stats.fit_sigmoid(C, stats.sigmoid(C, A, B, C_mid, R0), R0)
+    assert (exact.A, exact.B, exact.C_mid / C_mid) == pytest.approx((A, B, 1.0), rel=1e-4)
+
+
+def test_sigmoid_fit_says_not_identifiable():
+    C = np.tile(np.linspace(7.5e10, 3e11, 4), 3)
+    flat = stats.fit_sigmoid(C, np.full(C.size, 0.4) + np.tile([0.01, -0.01, 0.0], 4), 0.4)
+    assert not flat.identifiable and flat.reason
+    # only the saturated tail observed: the midpoint lies before the data
+    late = np.logspace(12, 13, 6)
+    tail = stats.fit_sigmoid(late, stats.sigmoid(late, 0.8, 1.5, 1e10, 0.2), 0.2)
+    assert not tail.identifiable and ("bound" in tail.reason or "outside" in tail.reason)
+    few = stats.fit_sigmoid([1e10, 2e10], [0.3, 0.4], 0.2)
+    assert not few.identifiable and "too few points" in few.reason
+    assert not stats.fit_sigmoid(C, np.full(C.size, 0.5), float("nan")).identifiable
