@@ -65,6 +65,8 @@ class Batch:
     prompt_mask: torch.Tensor
     tokens: torch.Tensor
     rollouts: algorithms.Rollouts
+    logp_mismatch: torch.Tensor | None = None  # vLLM rollouts: mean |logp_vllm - logp_train| over tokens
+    tis: torch.Tensor | None = None  # (B, T) truncated IS weights on the policy-gradient loss (train.tis_cap)
 
 
 def _nanmean(x: torch.Tensor) -> float:
@@ -95,8 +97,13 @@ class Trainer:
         self.policy: Policy = self.ws.load(dev)
         self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
         self.shape = ModelShape.of(self.policy.model)
-        self.backend = NativeBackend(self.policy.model, self.policy.pad_id, self.policy.eos_id)
         self.max_new = cfg.train.max_new_tokens or self.task.max_new_tokens
+        if cfg.rollout == "vllm":  # held-out evaluations stay on the native backend either way
+            from bench.engine.vllm_backend import VLLMBackend
+
+            self.backend = VLLMBackend(self.policy, seed=cfg.seed, device=dev)
+        else:
+            self.backend = NativeBackend(self.policy.model, self.policy.pad_id, self.policy.eos_id)
         tc = cfg.train
         self.opt = torch.optim.AdamW(self.policy.model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
         self.critic = None
@@ -244,7 +251,22 @@ class Trainer:
     @torch.no_grad()
     def _reference_pass(self, b: Batch) -> algorithms.Rollouts:
         with self._amp():
-            return self._forward_frozen(b)
+            roll = self._forward_frozen(b)
+            return roll if self.cfg.rollout == "native" else self._recompute_logp_old(b, roll)
+
+    def _recompute_logp_old(self, b: Batch, roll: algorithms.Rollouts) -> algorithms.Rollouts:
+        """vLLM rollouts: logp_old from the training model (one more forward, charged like the
+        reference's); vLLM's own log-probs only give rollout/logp_mismatch and the truncated IS
+        weights min(exp(logp_old - logp_vllm), tis_cap) (token-level TIS, as TRL and verl)."""
+        tc = self.cfg.train
+        old = torch.cat([sequence_logprobs(self.policy.model, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i],
+                                           tc.temperature)[0] for i in self._chunks(len(b.tokens))]) * roll.m
+        self.ledger.forward(self.shape, self._seq_lens(b))
+        delta = old - roll.logp_old
+        b.logp_mismatch = delta.abs()[roll.mask.bool()].mean()
+        if tc.tis_cap is not None:
+            b.tis = delta.exp().clamp(max=tc.tis_cap) * roll.m
+        return roll.replace(logp_old=old)
 
     def _forward_frozen(self, b: Batch) -> algorithms.Rollouts:
         """Reference log-probs (and critic values V_old) for the batch, charged to the ledger."""
@@ -311,6 +333,9 @@ class Trainer:
     def _train_on(self, b: Batch, step: int, train_policy: bool = True) -> dict:
         roll = b.rollouts
         adv = self.recipe.advantages(roll)
+        # TIS scales each token's policy-gradient loss by a weight > 0; every objective is positively
+        # homogeneous in the advantage, so scaling the advantage does exactly that (KL, value untouched)
+        pg_adv = adv if b.tis is None else adv * b.tis
         returns = self.recipe.returns(roll) if self.critic is not None else None
         n_up = self.needs.updates_per_batch
         gen = torch.Generator().manual_seed(self._seed(step, 10_000))
@@ -318,7 +343,7 @@ class Trainer:
         for _ in range(self.needs.epochs):
             perm = torch.randperm(roll.size, generator=gen) if n_up > 1 else torch.arange(roll.size)
             for idx in torch.tensor_split(perm, min(self.needs.minibatches, roll.size)):
-                merged.append(self._update(b, idx, adv, returns, single=n_up == 1, train_policy=train_policy))
+                merged.append(self._update(b, idx, pg_adv, returns, single=n_up == 1, train_policy=train_policy))
         out: dict = {}
         for k in {k for m in merged for k in m}:
             vals = torch.stack([m[k].double() for m in merged if k in m])
@@ -340,7 +365,11 @@ class Trainer:
             batch.rollouts = self._reference_pass(batch)
             t2 = time.perf_counter()
             stats = self._train_on(batch, step)
+            if batch.logp_mismatch is not None:
+                stats["rollout/logp_mismatch"] = batch.logp_mismatch
             row.update({k: v.item() for k, v in stats.items() if k not in ("tokens", "sequences")})
+            if hasattr(self.backend, "update_weights"):  # vLLM: push the updated policy into the engine
+                self.backend.update_weights(self.policy.model)
         else:  # every group filtered out: compute was spent, no update
             t2 = time.perf_counter()
             row["filter/kept_frac"] = 0.0

@@ -52,8 +52,9 @@ def build(suite: Suite | str, root: Path | str, out_dir: Path | str | None = Non
     for name, png in ctx.figs.items():
         _write(out / "figures" / name, png)
     _write(out / "report.md", render.markdown(title, blocks).encode())
-    gen = render.Table(("item", "value"), tuple(manifest.generator()))
-    _write(out / "index.html", render.html_page(title, blocks + [gen], ctx.figs).encode())
+    gen = [render.Para("This page was generated (not part of report.md, which stays byte-identical):"),
+           render.Table(("item", "value"), tuple(manifest.generator()))]
+    _write(out / "index.html", render.html_page(title, blocks + gen, ctx.figs).encode())
     return out
 
 

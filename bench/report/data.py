@@ -33,6 +33,8 @@ class Data:
            frac, flops and the step metrics averaged over the bin (NaN-aware)
     metas  run_id -> run.json of every recorded run
     cfgs   run_id -> RunConfig of the expansion
+    stale  ids of recorded runs tagged with the suite's name but not in its current expansion
+           (older configurations, or the code's config hashing changed): reported, never used
     """
 
     runs: pl.DataFrame
@@ -40,6 +42,7 @@ class Data:
     steps: pl.DataFrame
     metas: dict[str, dict]
     cfgs: dict[str, RunConfig]
+    stale: tuple[str, ...] = ()
 
 
 STEP_KEEP = ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high", "policy/clip_frac_seq",
@@ -91,7 +94,22 @@ def load(suite: Suite, root: Path) -> Data:
     steps = (st.join(labels.lazy(), on="run_id")
              .pipe(_bin_steps)
              .sort("cell", "rank", "seed", "frac").collect())
-    return Data(runs, evals, steps, metas, cfgs)
+    return Data(runs, evals, steps, metas, cfgs, stale_runs(suite, root, set(cfgs)))
+
+
+def stale_runs(suite: Suite, root: Path, current: set[str]) -> tuple[str, ...]:
+    """Recorded runs tagged suite=NAME whose ids are not in the current expansion (sorted)."""
+    out = []
+    for p in sorted((Path(root) / "runs").glob("*/run.json")):
+        if p.parent.name in current:
+            continue
+        try:
+            tags = json.loads(p.read_text()).get("config", {}).get("tags", {})
+        except (OSError, ValueError):
+            continue
+        if tags.get("suite") == suite.name:
+            out.append(p.parent.name)
+    return tuple(out)
 
 
 def _bin_steps(lf: pl.LazyFrame) -> pl.LazyFrame:

@@ -24,8 +24,12 @@ DPI = 100
 
 
 def palette(recipes: list[str]) -> dict[str, tuple]:
-    """One fixed colour per recipe (suite order), shared by every figure."""
-    return dict(zip(recipes, sns.color_palette("husl", len(recipes))))
+    """One fixed colour per recipe (suite order), shared by every figure: tab10, then darker extras."""
+    extra = ["#000000", "#b8860b", "#4b0082", "#006400", "#8b0000", "#00008b"]
+    base = list(sns.color_palette("tab10", 10)) + extra
+    if len(recipes) > len(base):
+        base = list(sns.color_palette("husl", len(recipes)))
+    return dict(zip(recipes, base))
 
 
 def png_bytes(fig) -> bytes:

@@ -77,6 +77,8 @@ def summary(ctx: Context) -> list:
                     f"diverged, {_count(runs, 'failed')} failed, {_count(runs, 'missing')} without a record. "
                     "Statistics use finished runs only; the others are listed under "
                     "\"Failed, diverged and missing runs\"."))
+    if ctx.data.stale:
+        out.append(Para(_stale_text(ctx)))
     for cell in ctx.cells:
         b = board.filter((pl.col("cell") == cell) & pl.col("acc_mean").is_not_null())
         if not b.height:
@@ -93,6 +95,13 @@ def summary(ctx: Context) -> list:
             f"{ref_txt}. Marked better than {ctx.base}: {', '.join(better) or 'none'}; marked worse: "
             f"{', '.join(worse) or 'none'}."))
     return out
+
+
+def _stale_text(ctx: Context) -> str:
+    n = len(ctx.data.stale)
+    return (f"{n} other recorded run{'s are' if n != 1 else ' is'} tagged suite={ctx.suite.name} but not part of "
+            "its current expansion (an older version of the suite file, or a change in how configs hash into run "
+            "ids); not used here. `bench suite " + ctx.suite.name + "` runs the current configurations.")
 
 
 def leaderboard(ctx: Context) -> list:
@@ -145,7 +154,8 @@ def accuracy(ctx: Context) -> list:
                 "of the finished seeds (C > 0), with 95% intervals from the fit's covariance. A fit is reported as "
                 "not identifiable when it fails, a parameter sits on its bound, C_mid lies outside the observed "
                 "compute, or an interval is too wide (A wider than 0.5, C_mid wider than 2 decades, B spanning "
-                "more than 20× or 0); its values are then shown in the CSV but not here.")]
+                "more than 20× or 0); its values are then shown in the CSV but not here."),
+           Para(_eval_points_text(ctx))]
     for cell in ctx.cells:
         out.append(Heading(3, f"{cell}: sigmoid fits"))
         out.append(table(fits.filter(pl.col("cell") == cell), {
@@ -155,6 +165,15 @@ def accuracy(ctx: Context) -> list:
             "C_mid [95% CI]": lambda r: ci(r["C_mid"], r["C_mid_lo"], r["C_mid_hi"], ".2e") if r["identifiable"] else "-",
             "fit": lambda r: "identified" if r["identifiable"] else f"not identifiable: {r['reason']}"}))
     return out
+
+
+def _eval_points_text(ctx: Context) -> str:
+    ev = finished(ctx.data.evals).filter(pl.col("fraction") > 0)
+    n = ev["fraction"].n_unique()
+    return (f"The evaluations sit at {n} compute point{'s' if n != 1 else ''} above zero (the suite's "
+            f"eval.every = {ctx.suite.eval.every:g}); three free parameters on so few points identify a curve only "
+            "when it clearly bends inside the budget. Denser evaluations (a smaller eval.every) or a larger budget "
+            "pin it down better.")
 
 
 def length(ctx: Context) -> list:
@@ -262,6 +281,8 @@ def recipes(ctx: Context) -> list:
 def problems(ctx: Context) -> list:
     bad = ctx.tables["_problems"]
     out = [Heading(2, "Failed, diverged and missing runs")]
+    if ctx.data.stale:
+        out.append(Para(_stale_text(ctx)))
     if not bad.height:
         return out + [Para(f"None: all {ctx.data.runs.height} expected runs finished.")]
     out.append(Para(f"{bad.height} of {ctx.data.runs.height} expected runs did not finish. They are not averaged into "

@@ -109,6 +109,7 @@ def test_diverged_failed_and_missing_runs_are_listed(tiny, built):
         assert f"`{ids[label]}` | {status}" in section
     assert "RuntimeError: out of memory" in section
     assert "9 runs expected, 6 finished, 1 diverged, 1 failed, 1 without a record" in md
+    assert "1 other recorded run is tagged suite=tiny but not part of its current expansion" in section
 
 
 def test_a_suite_with_no_results_still_reports(tiny, tmp_path):
@@ -121,7 +122,7 @@ def test_a_suite_with_no_results_still_reports(tiny, tmp_path):
 def test_runs_are_selected_by_the_current_expansion(tiny):
     s, root, ids = tiny
     d = report_data.load(s, root)
-    assert sorted(d.runs["run_id"]) == sorted(ids.values())
+    assert sorted(d.runs["run_id"]) == sorted(ids.values()) and d.stale == ("stale0000000",)
     assert d.evals.filter(pl.col("run_id") == ids["ppo1"]).height == 0
     assert d.steps["frac"].max() == 1.0 and d.steps.filter(pl.col("run_id") == ids["dapo2"])["frac"].max() == 0.55
 
