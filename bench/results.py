@@ -32,6 +32,8 @@ import polars as pl
 #                                evaluated for every recipe. A step whose filter kept no group
 #                                (dynamic sampling that never found a mixed group) has no update:
 #                                these are NaN there and filter/kept_frac is 0.
+#   rollout/logp_mismatch        NaN unless rollout = vllm: mean |logp_vllm - logp_train| over the
+#                                generated tokens trained on (the trainer recomputes logp_old)
 STEP_METRICS = [
     "reward/mean", "reward/std", "acc/train",
     "len/mean", "len/correct", "len/incorrect", "len/truncated_frac",
@@ -40,6 +42,7 @@ STEP_METRICS = [
     "policy/clip_frac_low", "policy/clip_frac_high", "policy/clip_frac_seq", "policy/weight_capped_frac",
     "policy/ratio_mean", "policy/ratio_min", "policy/ratio_max", "policy/entropy",
     "grad/norm", "loss/policy", "loss/kl", "loss/value", "loss/nll", "critic/explained_var",
+    "rollout/logp_mismatch",
     "compute/flops", "compute/gen_tokens", "compute/train_tokens",
     "time/rollout_s", "time/reference_s", "time/train_s", "time/step_s", "lr",
 ]

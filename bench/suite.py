@@ -227,8 +227,8 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     if not isinstance(device, str) or not _DEVICE_RE.match(device):
         raise err("device", f"expected cpu, cuda, cuda:N or mps, got {device!r}")
     rollout = data.get("rollout", "native")
-    if rollout != "native":
-        raise err("rollout", unknown("rollout backend", rollout, ["native"]))
+    if rollout not in ("native", "vllm"):
+        raise err("rollout", unknown("rollout backend", rollout, ["native", "vllm"]))
     description = data.get("description", "")
     if not isinstance(description, str):
         raise err("description", "expected a string")
