@@ -44,8 +44,7 @@ def build(suite: Suite | str, root: Path | str, out_dir: Path | str | None = Non
 
     (out / "figures").mkdir(parents=True, exist_ok=True)
     for name, frame in ctx.tables.items():
-        if not name.startswith("_"):
-            _write(out / f"{name}.csv", render.csv_frame(frame).encode())
+        _write(out / f"{name}.csv", render.csv_frame(frame).encode())
     for stale in (out / "figures").glob("*.png"):  # figures of an earlier version of the suite
         if stale.name not in ctx.figs:
             stale.unlink()

@@ -23,13 +23,18 @@ from bench.suite import Suite
 
 @dataclass
 class Context:
-    """What every section reads; `tables` collects the CSV frames, `figs` the PNG bytes."""
+    """What every section reads; `tables` collects the CSV frames, `figs` the PNG bytes.
+
+    curves: finished runs' binned step metrics in long form; grad_ref: (other completions' length,
+    L_max) of the aggregation-weight example. Both are set by `build_tables`."""
 
     suite: Suite
     root: Path
     data: Data
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     figs: dict[str, bytes] = field(default_factory=dict)
+    curves: pl.DataFrame | None = None
+    grad_ref: tuple[int, int] = (0, 0)
 
     @property
     def cells(self) -> list[str]:
@@ -200,7 +205,7 @@ def length(ctx: Context) -> list:
             "gap (incorrect − correct)": lambda r: ci(r["gap"], r["gap_lo"], r["gap_hi"], ".2f")}))
     out.append(ctx.figure("length_bias.png", F.length_bias(bias, ctx.cells, ctx.colors),
                           "Length slopes and the incorrect − correct gap per recipe, 95% bootstrap intervals."))
-    ref_len, lmax = ctx.tables["_grad_ref"]
+    ref_len, lmax = ctx.grad_ref
     out.append(Heading(3, "Aggregation: gradient weight by length"))
     out.append(Para(
         f"The loss is Σ_i w_i Σ_t ℓ_(i,t) (algorithms/aggregation.py), so every token of completion i gets gradient "
@@ -224,7 +229,7 @@ def length(ctx: Context) -> list:
 
 
 def kl(ctx: Context) -> list:
-    curves = ctx.tables["_curves"]
+    curves = ctx.curves
     return [Heading(2, "KL to the reference"),
             Para("Mean per-token KL of the policy to the reference (the warm start) on each training batch, k1 = "
                  "log π − log π_ref and k3 = e^u − 1 − u with u = log π_ref − log π, logged for every recipe whatever "
@@ -249,7 +254,7 @@ def clipping(ctx: Context) -> list:
         "weight capped (cispo)": lambda r: num(r["weight_capped"], ".4f"), "note": lambda r: r["note"]}))
     if many:
         out.append(ctx.figure("clipping.png", F.step_metrics(
-            ctx.tables["_curves"], {"policy/clip_frac_low": "clip fraction low", "policy/clip_frac_high": "clip fraction high"},
+            ctx.curves, {"policy/clip_frac_low": "clip fraction low", "policy/clip_frac_high": "clip fraction high"},
             ctx.cells, ctx.budgets, ctx.colors, ctx.xlabels, recipes=many),
             f"Clip fractions (low: A<0 and ratio below 1−ε; high: A>0 and ratio above 1+ε) for the recipes with "
             f"several updates per batch ({', '.join(many)})."))
@@ -262,7 +267,7 @@ def clipping(ctx: Context) -> list:
 def entropy(ctx: Context) -> list:
     return [Heading(2, "Entropy"),
             Para("Mean per-token entropy of the policy on each training batch (nats), binned like KL."),
-            ctx.figure("entropy.png", F.step_metrics(ctx.tables["_curves"], {"policy/entropy": "entropy (nats)"},
+            ctx.figure("entropy.png", F.step_metrics(ctx.curves, {"policy/entropy": "entropy (nats)"},
                                                      ctx.cells, ctx.budgets, ctx.colors, ctx.xlabels),
                        "Policy entropy against compute.")]
 
@@ -279,7 +284,7 @@ def recipes(ctx: Context) -> list:
 
 
 def problems(ctx: Context) -> list:
-    bad = ctx.tables["_problems"]
+    bad = T.problems(ctx.data)
     out = [Heading(2, "Failed, diverged and missing runs")]
     if ctx.data.stale:
         out.append(Para(_stale_text(ctx)))
@@ -301,12 +306,11 @@ def manifest(ctx: Context) -> list:
             Para("Reproduce this report (a pure function of the results directory and the bootstrap seed):"),
             Code(rows[0][1]),
             Table(("item", "value"), tuple((k, v) for k, v in rows[1:])),
-            Para("Tables as CSV beside this file: " + ", ".join(f"`{n}.csv`" for n in sorted(ctx.tables)
-                                                                if not n.startswith("_")) + ".")]
+            Para("Tables as CSV beside this file: " + ", ".join(f"`{n}.csv`" for n in sorted(ctx.tables)) + ".")]
 
 
 def build_tables(ctx: Context) -> None:
-    """Compute every table once (the CSVs, and `_`-prefixed helpers the sections share)."""
+    """Compute every table once (each becomes a CSV), and the curves the figures share."""
     s, d = ctx.suite, ctx.data
     ctx.tables["runs"] = T.runs_table(d)
     ctx.tables["leaderboard"] = T.leaderboard(s, d)
@@ -318,10 +322,9 @@ def build_tables(ctx: Context) -> None:
     lens = finished(d.steps).filter(pl.col("cell") == ctx.cells[0])["len/mean"].drop_nans().drop_nulls()
     ref_len = int(min(lmax, max(1, round(float(np.mean(lens.to_numpy())))))) if lens.len() else max(1, lmax // 3)
     ctx.tables["grad_weights"] = T.grad_weights(s, lmax, ref_len, list(range(1, lmax + 1)))
-    ctx.tables["_grad_ref"] = (ref_len, lmax)
-    ctx.tables["_curves"] = T.curve_frame(d, ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high",
-                                              "policy/entropy"])
-    ctx.tables["_problems"] = T.problems(d)
+    ctx.grad_ref = (ref_len, lmax)
+    ctx.curves = T.curve_frame(d, ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high",
+                                   "policy/entropy"])
 
 
 SECTIONS = (summary, leaderboard, accuracy, length, kl, clipping, entropy, recipes, problems, manifest)
