@@ -30,7 +30,7 @@ def _suite(s: str | Suite) -> Suite:
 
 def trial_runs(suite: str | Suite, root: Path | None = None) -> pl.DataFrame:
     """One row per recorded trial run of the suite's studies (run.json tags study and trial)."""
-    name = suite.name if isinstance(suite, Suite) else str(suite)
+    name = _suite(suite).name
     root = Path(root) if root else results.default_root()
     rows = []
     for f in sorted((root / "runs").glob("*/run.json")):

@@ -16,6 +16,7 @@ from algorithms import search_spaces
 from bench.config import RunConfig
 
 Kind = Literal["log_float", "float", "int", "categorical"]
+SPEC_KEYS = {"low", "high", "log", "choices"}
 TUNABLE = ("recipe.", "train.")  # what a suite's [overrides.RECIPE] may set, hence what a tuned file may
 
 
@@ -74,7 +75,7 @@ def defaults(recipe: str) -> dict[str, dict]:
 def space_for(recipe: str, table: dict | None = None, where: str = "search space") -> tuple[Param, ...]:
     """The recipe's default space with a suite's [tune.space.RECIPE] table applied (false drops a key)."""
     merged = defaults(recipe)
-    for path, spec in (table or {}).items():
+    for path, spec in _flatten(table or {}).items():
         if spec is False:
             merged.pop(path, None)
         else:
@@ -88,6 +89,17 @@ def space_for(recipe: str, table: dict | None = None, where: str = "search space
     if not out:
         raise ValueError(f"{where}: the search space of {recipe} is empty")
     return tuple(out)
+
+
+def _flatten(table: dict, prefix: str = "") -> dict:
+    """{"train": {"lr": {low, high}}} (a TOML sub-table) -> {"train.lr": {low, high}}."""
+    out = {}
+    for k, v in table.items():
+        if isinstance(v, dict) and v and not set(v) <= SPEC_KEYS:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def validate(space: tuple[Param, ...], cfg: RunConfig, where: str = "search space") -> None:

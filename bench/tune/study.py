@@ -144,12 +144,13 @@ def objective_value(rows: list[dict], objective: str) -> float:
     return float(area / fr[-1])
 
 
-def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=sys.stdout) -> float:
+def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> float:
     import optuna
 
     from bench.engine.trainer import Trainer
     from bench.harness.locks import remove_temp, run_lock
 
+    out = out or sys.stdout
     params = spaces.sample(spec.space, trial)
     cfg = RunConfig.from_dict(spec.base).with_overrides([spaces.assignment(p, v) for p, v in params.items()])
     cfg = dataclasses.replace(cfg, tags={**cfg.tags, "study": spec.name, "trial": trial.number}, threads=threads)
@@ -206,8 +207,9 @@ def _pool_work(args: tuple) -> int:
     return work(*args)
 
 
-def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, threads: int, out=sys.stdout) -> None:
+def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, threads: int, out=None) -> None:
     """Create the studies, then run their remaining trials on `workers` processes (1: this one)."""
+    out = out or sys.stdout
     from bench.tune.storage import open_storage, redact
 
     storage = open_storage(storage_url)
@@ -220,17 +222,27 @@ def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, thre
               f"space: {'; '.join(map(str, spec.space))}", file=out)
     print(f"storage: {redact(storage_url)} ({workers} worker(s) × {threads} thread(s)); results in {root}", file=out, flush=True)
     per_worker = [[c[k] for c in counts] for k in range(workers)]
+    if not any(map(any, per_worker)):
+        return
     if workers == 1:
         work(storage_url, specs, per_worker[0], str(root), threads, 0)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
         futs = [pool.submit(_pool_work, (storage_url, specs, per_worker[k], str(root), threads, k))
                 for k in range(workers)]
         for f in futs:
             f.result()
+    except BaseException:  # Ctrl-C: stop the workers now (their running trials stay RUNNING in the storage)
+        procs = list((pool._processes or {}).values())  # no public handle before Python 3.14
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.kill()
+        raise
+    pool.shutdown()
 
 
 def best(storage_url: str, spec: StudySpec) -> dict | None:

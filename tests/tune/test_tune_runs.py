@@ -1,0 +1,146 @@
+"""`bench tune` end to end on the tiny suite: two workers on one journal share 2 × 3 trials exactly
+(acceptance 1); a far too high learning rate is pruned and recorded as `pruned` (acceptance 2);
+the tuned overrides file round-trips and `bench suite --tuned` runs with its values (acceptance 3);
+a malformed or unreachable storage fails before any run (acceptance 4)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import polars as pl
+import pytest
+from optuna.trial import TrialState
+
+import bench.tune
+from bench import suite as suites
+from bench.cli import main
+from bench.tune import settings as tune_settings, study, tuned
+from bench.tune.storage import default_url, open_storage
+from tune_helpers import write_tiny
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_records(root: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((root / "runs").glob("*/run.json"))]
+
+
+def test_two_workers_share_six_trials_exactly(tiny, tmp_path, capsys):
+    root = tmp_path / "results"
+    cmd = [sys.executable, "-m", "bench.cli", "tune", str(tiny), "--recipe", "grpo", "--trials", "6", "--workers", "2",
+           "--threads", "1", "--results", str(root)]
+    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240, env=os.environ)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "0 of 6 trials done, 6 to run" in p.stdout and "2 worker(s)" in p.stdout
+
+    storage = open_storage(default_url(root, "tiny"))
+    trials = optuna.load_study(study_name="tiny/addition/nano/grpo", storage=storage).get_trials()
+    assert sorted(t.number for t in trials) == list(range(6))  # none lost, none extra
+    assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials), [t.state for t in trials]
+    runs = run_records(root)
+    assert len(runs) == 6  # one run per trial, none run twice
+    assert sorted(r["config"]["tags"]["trial"] for r in runs) == list(range(6))
+    assert {r["run_id"] for r in runs} == {t.user_attrs["run_id"] for t in trials}
+    for r in runs:
+        t = trials[r["config"]["tags"]["trial"]]
+        assert r["config"]["train"]["lr"] == pytest.approx(t.params["train.lr"])
+        assert r["config"]["tags"]["study"] == "tiny/addition/nano/grpo" and r["config"]["seed"] == 1000
+
+    s = bench.tune.summary(tiny, root)
+    assert s.select("study", "trials", "finished", "pruned", "failed").row(0) == (
+        "tiny/addition/nano/grpo", 6, sum(t.state == TrialState.COMPLETE for t in trials),
+        sum(t.state == TrialState.PRUNED for t in trials), 0)
+    assert s["flops"][0] == pytest.approx(sum(r["flops_spent"] for r in runs))
+
+    assert main(cmd[3:]) == 0  # again: nothing left to run
+    assert "6 of 6 trials done, 0 to run" in capsys.readouterr().out
+    assert len(run_records(root)) == 6
+
+
+def test_pruning_stops_a_far_too_high_learning_rate(tmp_path, bench_cache):
+    path = write_tiny(tmp_path / "tiny.toml", steps=4, n_examples=32).read_text()
+    (tmp_path / "prune.toml").write_text(path + '[tune.space.topr.train]\nlr = {low = 1e-7, high = 10.0, log = true}\n')
+    s = suites.load(tmp_path / "prune.toml")
+    (spec,) = study.plan(s, ["topr"], list(s.cells), tune_settings.from_suite(s, trials=4))
+    url, root = str(tmp_path / "t.journal"), tmp_path / "results"
+    st = study.create(open_storage(url), spec)
+    for lr in (1e-7, 1e-7, 5.0, 1e-7):  # two good trials set the median, then a bad one, then a good one
+        st.enqueue_trial({"train.lr": lr})
+    study.work(url, [spec], [4], str(root), 1, 0)
+
+    trials = optuna.load_study(study_name=spec.name, storage=open_storage(url)).get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED, TrialState.COMPLETE]
+    assert trials[0].value > 0  # the warm start solves some problems: there is something to lose
+    assert trials[2].intermediate_values[1] < trials[0].intermediate_values[1]
+    rec = {r["config"]["tags"]["trial"]: r for r in run_records(root)}
+    assert rec[2]["status"] == "pruned" and "pruned (median) at evaluation 1" in rec[2]["reason"]
+    assert rec[2]["steps_done"] == 2 < rec[0]["steps_done"] == 4  # stopped at the 50% checkpoint
+    assert pl.read_parquet(root / "runs" / rec[2]["run_id"] / "evals.parquet").height == 2
+    assert all(rec[i]["status"] == "finished" for i in (0, 1, 3))
+    row = bench.tune.summary(s, root).row(0, named=True)
+    assert (row["trials"], row["finished"], row["pruned"]) == (4, 3, 1)
+
+
+def test_tuned_file_round_trips_and_tuned_runs_use_it(tiny, tmp_path, capsys):
+    root = tmp_path / "results"
+    tables = {("addition/nano", "grpo"): {"train.lr": 1.2345678901234567e-05, "recipe.updates.minibatches": 2,
+                                         "recipe.kl.coef": 0.0031},
+              ("", "rloo"): {"train.lr": 3e-4}}
+    path = tuned.write(tuned.default_path(root, "tiny"), "tiny", tables, {("", "rloo"): "a note"})
+    assert tuned.read(path) == tables  # exact floats, ints stay ints
+    tuned.write(path, "tiny", {("addition/nano", "rloo"): {"train.lr": 1e-4}})  # merged into the file
+    assert tuned.read(path) == {**tables, ("addition/nano", "rloo"): {"train.lr": 1e-4}}
+
+    s = suites.load(tiny)
+    t = tuned.apply(s, path)
+    cell = s.cells[0]
+    cfg = t.run_config(cell, "grpo", 0)
+    assert (cfg.train.lr, cfg.recipe.updates.minibatches, cfg.recipe.kl.coef) == (1.2345678901234567e-05, 2, 0.0031)
+    assert cfg.tags["tuned"] is True and cfg.run_id != s.run_config(cell, "grpo", 0).run_id
+    assert t.run_config(cell, "rloo", 0).train.lr == 1e-4  # the cell's table wins over the all-cells one
+
+    rc = main(["suite", str(tiny), "--tuned", "--only", "recipe=grpo", "--only", "seed=0", "--workers", "1",
+               "--threads", "1", "--results", str(root), "--no-report"])
+    assert rc == 0, capsys.readouterr()
+    (rec,) = run_records(root)
+    assert rec["run_id"] == cfg.run_id and rec["status"] == "finished"
+    assert rec["config"]["train"]["lr"] == 1.2345678901234567e-05 and rec["config"]["tags"]["tuned"] is True
+    assert rec["config"]["recipe"]["updates"]["minibatches"] == 2 and rec["config"]["recipe"]["kl"]["coef"] == 0.0031
+
+
+def test_tuned_file_errors(tiny, tmp_path):
+    s = suites.load(tiny)
+    with pytest.raises(FileNotFoundError, match="run `bench tune tiny --all` first"):
+        tuned.apply(s, tmp_path / "none.toml")
+    bad = tmp_path / "bad.toml"
+    for text, msg in [('[overrides."addition/nano".dapo]\n"train.lr" = 1e-4\n', "unknown recipe 'dapo'"),
+                      ('[overrides."addition/micro".grpo]\n"train.lr" = 1e-4\n', "unknown cell 'addition/micro'"),
+                      ('[overrides.grpo]\n"eval.every" = 0.5\n', "only recipe.\\* and train.\\* paths"),
+                      ('[overrides.grpo]\n"train.lr" = -1.0\n', "train.lr must be > 0")]:
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=msg):
+            tuned.apply(s, bad)
+
+
+@pytest.mark.parametrize("url, msg", [
+    ("notaurl", "storage 'notaurl': expected a database URL"),
+    ("postgresql://nobody@127.0.0.1:1/x", "storage 'postgresql://nobody@127.0.0.1:1/x': (the postgresql driver is not "
+                                          "installed|cannot connect)"),
+    ("nosuchdb://a/b", "unknown database dialect 'nosuchdb'"),
+])
+def test_bad_storage_fails_before_any_run(tiny, tmp_path, capsys, url, msg):
+    root = tmp_path / "results"
+    rc = main(["tune", str(tiny), "--recipe", "grpo", "--storage", url, "--results", str(root)])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("bench tune: error: ") and __import__("re").search(msg, err), err
+    assert not root.exists()  # nothing ran, nothing written
+
+
+def test_recipe_or_all_required(tiny, capsys):
+    assert main(["tune", str(tiny)]) == 2
+    assert "give --recipe R" in capsys.readouterr().err
+    assert main(["tune", str(tiny), "--recipe", "dapo"]) == 2
+    assert "unknown recipe 'dapo'" in capsys.readouterr().err

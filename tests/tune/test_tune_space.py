@@ -1,0 +1,92 @@
+"""Search spaces: the shipped defaults fit every recipe; suite tables change, add and drop ranges;
+bad paths and ranges fail before any run, naming the valid choices."""
+import pytest
+
+import algorithms
+from algorithms import search_spaces
+from bench import suite as suites
+from bench.tune import settings as tune_settings, space as spaces, study
+from tune_helpers import TINY
+
+
+def test_default_spaces_cover_every_recipe_and_fit_its_config():
+    s = suites.load("math-small")
+    assert set(search_spaces.RECIPE) == set(algorithms.names())
+    specs = study.plan(s, list(s.recipes), list(s.cells), tune_settings.from_suite(s))
+    assert len(specs) == 12 * 2
+    by = {(p.recipe, p.cell): p for p in specs}
+    paths = {r: [q.path for q in by[(r, "addition/nano")].space] for r in s.recipes}
+    assert paths["cispo"][-1] == "recipe.objective.ratio_max"
+    assert "recipe.kl.coef" in paths["grpo"] and "recipe.kl.coef" not in paths["dapo"]  # β only where the paper has KL
+    assert {"recipe.advantage.alpha", "recipe.nll_coef"} <= set(paths["vapo"])
+    lr = by[("grpo", "addition/nano")].space[0]
+    assert (lr.kind, lr.low, lr.high) == ("log_float", 1e-5, 5e-4)
+    assert by[("grpo", "addition/nano")].n_evals == 4  # eval.every = 0.25
+    # the trials' seed is outside the suite's seeds, the base config is the suite's (overrides included)
+    assert by[("vapo", "addition/nano")].base["seed"] == 1000
+    assert by[("vapo", "addition/nano")].base["recipe"]["critic"]["pretrain_steps"] == 5
+
+
+def test_kinds_from_the_table():
+    assert spaces.Param.parse("x", {"low": 1, "high": 4}, "w").kind == "int"
+    assert spaces.Param.parse("x", {"low": 0.1, "high": 4}, "w").kind == "float"
+    assert spaces.Param.parse("x", {"low": 1e-5, "high": 1e-3, "log": True}, "w").kind == "log_float"
+    assert spaces.Param.parse("x", {"choices": [4, 8]}, "w").choices == (4, 8)
+
+
+@pytest.mark.parametrize("spec, msg", [
+    ({"low": 1, "high": 1}, "need low < high"),
+    ({"low": 0, "high": 1, "log": True}, "low > 0 for a log range"),
+    ({"low": 1}, "missing bound"),
+    ({"choices": []}, "non-empty list"),
+    (0.5, "expected a table"),
+])
+def test_bad_ranges(spec, msg):
+    with pytest.raises(ValueError, match=msg):
+        spaces.Param.parse("train.lr", spec, "w")
+
+
+def test_suite_table_overrides_adds_and_drops(tiny):
+    s = suites.load(tiny)
+    settings = tune_settings.from_suite(s)
+    grpo, rloo = study.plan(s, ["grpo", "rloo"], list(s.cells), settings)
+    assert [str(p) for p in grpo.space] == ["train.lr in [1e-06, 1e-05] (log)"]
+    assert [p.path for p in rloo.space] == ["train.lr"]
+    assert settings.trials == 3 and settings.startup_trials == 2 and settings.objective == "final"
+
+
+@pytest.mark.parametrize("extra, msg", [
+    ('[tune.space.grpo]\n"recipe.objective.eps_hgh" = {low = 0.1, high = 0.3}\n', "unknown field 'eps_hgh'; valid: .*eps_high"),
+    ('[tune.space.rloo]\n"recipe.objective.eps_high" = {low = 0.1, high = 0.3}\n', "no section|unknown field"),
+    ('[tune.space.grpo]\n"eval.every" = {choices = [0.5]}\n', "only recipe.\\* and train.\\* paths can be tuned"),
+    ('[tune.space.grpo]\n"train.lr" = {low = -1.0, high = 1e-3}\n', "train.lr must be > 0"),
+])
+def test_bad_paths_name_the_valid_fields(tmp_path, extra, msg):
+    text = (tmp_path / "t.toml")
+    base = TINY.format(steps=4, n_examples=16).split("[tune.space.grpo]")[0]
+    text.write_text(base + extra)
+    s = suites.load(text)
+    with pytest.raises(ValueError, match=msg):
+        study.plan(s, list(s.recipes), list(s.cells), tune_settings.from_suite(s))
+
+
+@pytest.mark.parametrize("tune, msg", [
+    ('objective = "best"', "unknown objective 'best'"),
+    ('pruner = "medain"', "did you mean 'median'"),
+    ("seed = 0", "one of the suite's seeds"),
+    ("trails = 3", "unknown \\[tune\\] key 'trails'.*did you mean 'trials'"),
+])
+def test_bad_tune_settings(tmp_path, tune, msg):
+    p = tmp_path / "t.toml"
+    p.write_text(TINY.format(steps=4, n_examples=16).replace("trials = 3", tune))
+    with pytest.raises(ValueError, match=msg):
+        tune_settings.from_suite(suites.load(p))
+
+
+def test_objective_values():
+    rows = [{"fraction": 0.0, "eval/acc_greedy": 0.2}, {"fraction": 0.5, "eval/acc_greedy": 0.4},
+            {"fraction": 1.0, "eval/acc_greedy": 0.6}]
+    assert study.objective_value(rows, "final") == 0.6
+    assert study.objective_value(rows, "auc") == pytest.approx((0.5 * 0.3 + 0.5 * 0.5) / 1.0)
+    assert study.objective_value(rows[:2], "auc") == pytest.approx(0.3)
+    assert study.shares(6, 2) == [3, 3] and study.shares(7, 3) == [3, 2, 2] and study.shares(0, 2) == [0, 0]
