@@ -62,7 +62,7 @@ $(VLLM_VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 test-vllm: setup-vllm  # vLLM backend vs native on updated weights, and a short `bench run --rollout vllm`
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VPY) -m pytest -q tests/vllm
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VPY) -m pytest -q tests/vllm_rollout
 
 bench-vllm: setup-vllm  # rollout tokens/s, vLLM vs native, one thread each
 	OMP_NUM_THREADS=1 $(VPY) benchmarks/vllm_speed.py

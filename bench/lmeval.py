@@ -110,6 +110,11 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _task(name: str, params: dict):
+    """tasks.get from JSON-read parameters: JSON has no tuples, task configs do (countdown's operators)."""
+    return tasks.get(name, **{k: tuple(v) if isinstance(v, list) else v for k, v in params.items()})
+
+
 _TASKS: dict[tuple[str, str], object] = {}
 
 
@@ -117,7 +122,7 @@ def process_results(doc: dict, resps: list[str]) -> dict[str, float]:
     """lm-eval hook: exact_match = the bench task's verifier on the completion (1 when score >= 1)."""
     key = (doc["task"], doc["task_params"])
     if key not in _TASKS:
-        _TASKS[key] = tasks.get(doc["task"], **json.loads(doc["task_params"]))
+        _TASKS[key] = _task(doc["task"], json.loads(doc["task_params"]))
     ex = Example(prompt=doc["question"], answer=doc["answer"], solution=doc["solution"],
                  meta=json.loads(doc["meta"]) if doc["meta"] else None)
     return {"exact_match": float(_TASKS[key].score(resps[0], ex) >= 1.0)}
@@ -160,13 +165,13 @@ def resolve(ref: str, root: Path | None = None) -> Target:
     if ws.is_file():
         meta = json.loads(ws.read_text())
         cfg = {k: v for k, v in meta["task_config"].items() if k != "version"}
-        return Target(path, out, task=tasks.get(meta["task"], **cfg), n_examples=meta["config"]["eval_examples"])
+        return Target(path, out, task=_task(meta["task"], cfg), n_examples=meta["config"]["eval_examples"])
     return Target(path, out)
 
 
 def _from_run(ckpt: Path, run_dir: Path, meta: dict) -> Target:
     cfg = meta["config"]
-    task = tasks.get(cfg["task"], **cfg.get("task_params", {}))
+    task = _task(cfg["task"], cfg.get("task_params", {}))
     return Target(ckpt, run_dir / "lmeval", run=meta, task=task, max_new_tokens=meta.get("max_new_tokens"),
                   n_examples=cfg["eval"]["n_examples"])
 

@@ -44,7 +44,8 @@ class VLLMNotInstalled(ValueError):
 
 def check_installed() -> None:
     """Cheap (no import): raises VLLMNotInstalled naming how to install it."""
-    if importlib.util.find_spec("vllm") is None:
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:  # None origin: a bare `vllm/` directory on sys.path, not vLLM
         raise VLLMNotInstalled(f"rollout 'vllm' needs vLLM, which is not installed in {sys.executable}: {INSTALL_HINT}")
 
 

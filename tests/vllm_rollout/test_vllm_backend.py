@@ -1,6 +1,7 @@
-"""The vLLM rollout backend against the native one (run by `make test-vllm` in .venv-vllm; skipped
-where vLLM is not installed). One trainer with rollout=vllm serves the module: after each of its
-optimizer steps, vLLM's greedy rollouts on the pushed weights must be the native backend's tokens."""
+"""The vLLM rollout backend against the native one, run by `make test-vllm` in .venv-vllm and skipped
+where vLLM is not installed. (The folder is not tests/vllm: under pytest that would shadow the vllm
+package.) One trainer with rollout=vllm serves the module: after each of its optimizer steps, vLLM's
+greedy rollouts on the pushed weights must be the native backend's tokens."""
 import dataclasses
 import math
 import os
