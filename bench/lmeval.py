@@ -226,8 +226,7 @@ def load_model(ckpt: Path, backend: str = "hf", batch_size: int = 256, device: s
         check_installed()
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        from lm_eval.models.vllm_causallms import VLLM
-
+        VLLM = _lm_eval_vllm()
         return VLLM(pretrained=str(ckpt), dtype="float32", enforce_eager=True, batch_size=batch_size,
                     add_bos_token=False, max_model_len=_positions(ckpt), seed=0)
     if backend != "hf":
@@ -241,6 +240,34 @@ def load_model(ckpt: Path, backend: str = "hf", batch_size: int = 256, device: s
     tok.padding_side = "left"
     return HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size, max_length=_positions(ckpt), device=device,
                 add_bos_token=False)
+
+
+def _lm_eval_vllm():
+    """lm-eval's vLLM model class. lm-eval reads `importlib.metadata.version("vllm")` at import,
+    which fails under the CPU build (its distribution is `vllm-cpu`): answer for it then, after
+    vLLM has detected its platform (that detection must still see no `vllm` distribution)."""
+    from importlib import metadata
+
+    from vllm.platforms import current_platform
+
+    current_platform.device_type  # noqa: B018  (resolves the platform now, unpatched)
+
+    real = metadata.version
+
+    def version(name: str) -> str:
+        try:
+            return real(name)
+        except metadata.PackageNotFoundError:
+            if name == "vllm":
+                return real("vllm-cpu")
+            raise
+
+    metadata.version = version
+    try:
+        from lm_eval.models.vllm_causallms import VLLM
+    finally:
+        metadata.version = real
+    return VLLM
 
 
 def _positions(ckpt: Path) -> int:

