@@ -110,8 +110,10 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     if args.tuned or args.tuned_file:
         from bench.tune import tuned
 
-        s = tuned.apply(s, Path(args.tuned_file) if args.tuned_file else
-                        tuned.default_path(Path(args.results) if args.results else results.default_root(), s.name))
+        path = Path(args.tuned_file) if args.tuned_file else \
+            tuned.default_path(Path(args.results) if args.results else results.default_root(), s.name)
+        s = tuned.apply(s, path)
+        print(f"tuned: {len(s.cell_overrides)} cell × recipe pair(s) from {path}; the others run with the suite's settings")
     cfgs = s.expand(s.parse_only(args.only))
     if not cfgs:
         raise ValueError(f"--only {' '.join(args.only)} selects no run of suite {s.name}")

@@ -36,7 +36,7 @@ def trial_runs(suite: str | Suite, root: Path | None = None) -> pl.DataFrame:
     for f in sorted((root / "runs").glob("*/run.json")):
         m = json.loads(f.read_text())
         tags = m["config"].get("tags", {})
-        if "study" not in tags or tags.get("suite") != name:
+        if not str(tags.get("study", "")).startswith(f"{name}/"):
             continue
         ev = f.parent / "evals.parquet"
         acc = None

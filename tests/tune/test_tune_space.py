@@ -90,3 +90,25 @@ def test_objective_values():
     assert study.objective_value(rows, "auc") == pytest.approx((0.5 * 0.3 + 0.5 * 0.5) / 1.0)
     assert study.objective_value(rows[:2], "auc") == pytest.approx(0.3)
     assert study.shares(6, 2) == [3, 3] and study.shares(7, 3) == [3, 2, 2] and study.shares(0, 2) == [0, 0]
+
+
+def test_pruners(tiny):
+    import optuna
+
+    s = suites.load(tiny)
+    for name, cls in (("median", optuna.pruners.MedianPruner), ("hyperband", optuna.pruners.HyperbandPruner),
+                      ("none", optuna.pruners.NopPruner)):
+        (spec,) = study.plan(s, ["grpo"], list(s.cells), tune_settings.from_suite(s, pruner=name))
+        assert isinstance(study.make_pruner(spec), cls)
+    assert spec.n_evals == 2  # eval.every = 0.5: the pruner sees evaluations 1 and 2
+
+
+def test_trial_identity_is_hashed_other_tags_are_not(tiny):
+    import dataclasses
+
+    s = suites.load(tiny)
+    cfg = s.run_config(s.cells[0], "grpo", 0)
+    assert dataclasses.replace(cfg, tags={"any": "label"}).run_id == cfg.run_id
+    t0 = dataclasses.replace(cfg, tags={"study": "tiny/addition/nano/grpo", "trial": 0})
+    t1 = dataclasses.replace(cfg, tags={"study": "tiny/addition/nano/grpo", "trial": 1})
+    assert len({cfg.run_id, t0.run_id, t1.run_id}) == 3  # two trials sampling the same values: two runs
