@@ -61,6 +61,9 @@ class TrainConfig:
     lr: float = 2e-4
     critic_lr: float = 5e-4
     weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
     grad_clip: float = 1.0
     warmup_steps: int = 0
     schedule: Literal["constant", "cosine"] = "constant"
@@ -81,6 +84,11 @@ class TrainConfig:
                 raise ValueError(f"train.{f} must be > 0, got {getattr(self, f)}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"train.top_p must be in (0, 1], got {self.top_p}")
+        for f in ("adam_beta1", "adam_beta2"):
+            if not 0 <= getattr(self, f) < 1:
+                raise ValueError(f"train.{f} must be in [0, 1), got {getattr(self, f)}")
+        if not self.adam_eps > 0:
+            raise ValueError(f"train.adam_eps must be > 0, got {self.adam_eps}")
         if self.weight_decay < 0 or self.grad_clip < 0 or self.warmup_steps < 0:
             raise ValueError("train.weight_decay, train.grad_clip and train.warmup_steps must be >= 0")
         if self.precision not in ("fp32", "bf16"):
