@@ -3,9 +3,7 @@
 the tuned overrides file round-trips and `bench suite --tuned` runs with its values (acceptance 3);
 a malformed or unreachable storage fails before any run (acceptance 4)."""
 import json
-import os
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import optuna
@@ -20,8 +18,6 @@ from bench.tune import settings as tune_settings, study, tuned
 from bench.tune.storage import default_url, open_storage
 from tune_helpers import write_tiny
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def run_records(root: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((root / "runs").glob("*/run.json"))]
@@ -29,11 +25,11 @@ def run_records(root: Path) -> list[dict]:
 
 def test_two_workers_share_six_trials_exactly(tiny, tmp_path, capsys):
     root = tmp_path / "results"
-    cmd = [sys.executable, "-m", "bench.cli", "tune", str(tiny), "--recipe", "grpo", "--trials", "6", "--workers", "2",
-           "--threads", "1", "--results", str(root)]
-    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240, env=os.environ)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "0 of 6 trials done, 6 to run" in p.stdout and "2 worker(s)" in p.stdout
+    args = ["tune", str(tiny), "--recipe", "grpo", "--trials", "6", "--workers", "2", "--threads", "1",
+            "--results", str(root)]
+    assert main(args) == 0  # two spawned worker processes, one journal file
+    out = capsys.readouterr().out
+    assert "0 of 6 trials done, 6 to run" in out and "2 worker(s)" in out
 
     storage = open_storage(default_url(root, "tiny"))
     trials = optuna.load_study(study_name="tiny/addition/nano/grpo", storage=storage).get_trials()
@@ -54,7 +50,7 @@ def test_two_workers_share_six_trials_exactly(tiny, tmp_path, capsys):
         sum(t.state == TrialState.PRUNED for t in trials), 0)
     assert s["flops"][0] == pytest.approx(sum(r["flops_spent"] for r in runs))
 
-    assert main(cmd[3:]) == 0  # again: nothing left to run
+    assert main(args) == 0  # again: nothing left to run
     assert "6 of 6 trials done, 0 to run" in capsys.readouterr().out
     assert len(run_records(root)) == 6
 
@@ -135,7 +131,7 @@ def test_bad_storage_fails_before_any_run(tiny, tmp_path, capsys, url, msg):
     rc = main(["tune", str(tiny), "--recipe", "grpo", "--storage", url, "--results", str(root)])
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
-    assert err.startswith("bench tune: error: ") and __import__("re").search(msg, err), err
+    assert err.startswith("bench tune: error: ") and re.search(msg, err), err
     assert not root.exists()  # nothing ran, nothing written
 
 
