@@ -16,7 +16,6 @@ trials (MaxTrialsCallback stops each worker once the study has enough).
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -27,9 +26,6 @@ from bench.config import RunConfig
 from bench.suite import Cell, Suite
 from bench.tune import space as spaces
 from bench.tune.settings import TuneSettings
-
-DIAG = "diverged runs score 0"
-
 
 @dataclass(frozen=True)
 class StudySpec:
@@ -173,7 +169,7 @@ def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> flo
         raise optuna.TrialPruned(res.reason)
     value = 0.0 if res.status == "diverged" else objective_value(rep.rows, spec.settings.objective)
     print(f"{spec.name} trial {trial.number:>3}: {res.status:<9} {wall:6.1f}s  {spec.settings.objective} {value:.3f}  "
-          f"{shown}" + (f"  ({res.reason}; {DIAG})" if res.status == "diverged" else ""), file=out, flush=True)
+          f"{shown}" + (f"  ({res.reason}; a diverged run scores 0)" if res.status == "diverged" else ""), file=out, flush=True)
     return value
 
 
@@ -262,4 +258,4 @@ def best(storage_url: str, spec: StudySpec) -> dict | None:
         return None
     b = max(done, key=lambda t: (t.value, -t.number))
     return {"trial": b.number, "value": b.value, "params": dict(b.params), "run_id": b.user_attrs.get("run_id"),
-            "counts": counts, "json": json.dumps(b.params, sort_keys=True)}
+            "counts": counts}
