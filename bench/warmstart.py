@@ -61,6 +61,11 @@ class WarmStartConfig:
     pool: int = 8192  # distinct train examples cycled through
     seed: int = 0
     eval_examples: int = 200
+    # Share of the SFT demonstrations that state only the final `#### answer` line, without the
+    # worked steps (chosen per example by a seeded hash of its prompt). Real SFT corpora mix worked
+    # and bare answers; a policy warm-started on such a mix must discover under RL which strategy
+    # its verifier rewards (suites/math-small.toml). 0: every demonstration is worked.
+    direct_frac: float = 0.0
 
     def __post_init__(self) -> None:
         for f in ("batch_size", "pool", "eval_examples"):
@@ -70,12 +75,17 @@ class WarmStartConfig:
             raise ValueError(f"warm start steps must be >= 0, got {self.steps}")
         if self.lr <= 0:
             raise ValueError(f"warm start lr must be > 0, got {self.lr}")
+        if not 0 <= self.direct_frac < 1:
+            raise ValueError(f"warm start direct_frac must be in [0, 1), got {self.direct_frac}")
 
     def resolve(self, task_name: str, scale_name: str) -> WarmStartConfig:
         if self.steps is not None:
             return self
         table = STEPS.get(task_name, {})
-        return dataclasses.replace(self, steps=table.get(scale_name, table.get("*", DEFAULT_STEPS)))
+        steps = table.get(scale_name, table.get("*", DEFAULT_STEPS))
+        # with bare-answer demonstrations mixed in, train longer so that as many worked solutions
+        # are seen as in the all-worked warm start the table was tuned for
+        return dataclasses.replace(self, steps=round(steps / (1 - self.direct_frac)))
 
 
 @dataclass(frozen=True)
@@ -99,10 +109,13 @@ def _config_dict(obj) -> dict:
 
 
 def warmstart_key(task, scale: models.Scale, cfg: WarmStartConfig) -> str:
+    ws = _config_dict(cfg.resolve(task.name, scale.name))
+    if not ws["direct_frac"]:  # added later: keys of all-worked warm starts stay as they were
+        del ws["direct_frac"]
     payload = {
         "task": {"name": task.name, **_config_dict(task.config)},
         "scale": scale.to_dict(),
-        "warmstart": _config_dict(cfg.resolve(task.name, scale.name)),
+        "warmstart": ws,
         "version": WARMSTART_VERSION,
         "transformers": transformers.__version__.split(".")[0],
     }
@@ -110,10 +123,22 @@ def warmstart_key(task, scale: models.Scale, cfg: WarmStartConfig) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def demonstration(example, cfg: WarmStartConfig) -> str:
+    """The SFT target for an example: its worked solution, or for a `direct_frac` share of prompts
+    (a seeded hash, so the same prompts whatever the pool size) only its final `#### answer` line."""
+    if cfg.direct_frac and _unit(f"direct:{cfg.seed}:{example.prompt}") < cfg.direct_frac:
+        return example.solution.rsplit("\n", 1)[-1]
+    return example.solution
+
+
+def _unit(text: str) -> float:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") / 2**64
+
+
 def _batches(policy: Policy, examples: list, cfg: WarmStartConfig):
     """Yields (input_ids, attention_mask, labels) right-padded; loss only on completion tokens."""
     prompts = policy.encode_prompts([e.prompt for e in examples])
-    completions = policy.encode_completions([e.solution for e in examples])
+    completions = policy.encode_completions([demonstration(e, cfg) for e in examples])
     seqs = [(p + c, len(p)) for p, c in zip(prompts, completions)]
     gen = torch.Generator().manual_seed(cfg.seed)
     while True:

@@ -5,7 +5,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from bench import cli, models, tasks
-from bench.warmstart import WarmStartConfig, warm_start, warmstart_key
+from bench.warmstart import STEPS, WarmStartConfig, demonstration, warm_start, warmstart_key
 
 CFG = WarmStartConfig(steps=6, eval_examples=10)
 
@@ -35,6 +35,27 @@ def test_key_changes_with_every_input():
     assert warmstart_key(tasks.get("addition", difficulty="hard"), scale, CFG) != base
     assert warmstart_key(task, models.get("micro"), CFG) != base
     assert warmstart_key(tasks.get("addition", difficulty="easy", seed=1), scale, CFG) != base
+
+
+def test_direct_frac_mixes_bare_answers_into_the_demonstrations():
+    examples = tasks.get("addition").split("train", n=2000)
+    assert all(demonstration(e, CFG) == e.solution for e in examples)
+    mixed = WarmStartConfig(direct_frac=0.6)
+    demos = [demonstration(e, mixed) for e in examples]
+    bare = [d for d, e in zip(demos, examples) if d != e.solution]
+    assert all(d == f"#### {e.answer}" for d, e in zip(demos, examples) if d in bare)
+    assert 0.55 < len(bare) / len(demos) < 0.65  # a seeded hash of the prompt: about the asked share
+    assert demos == [demonstration(e, mixed) for e in examples]  # deterministic
+    # the same prompts are bare whatever the pool; a different seed picks others
+    assert [demonstration(e, mixed) for e in examples[:50]] == demos[:50]
+    assert [demonstration(e, WarmStartConfig(direct_frac=0.6, seed=1)) for e in examples] != demos
+    # as many worked demonstrations are seen as in the all-worked warm start: steps / (1 - frac)
+    assert mixed.resolve("addition", "nano").steps == round(STEPS["addition"]["nano"] / 0.4)
+    task, scale = tasks.get("addition", difficulty="easy"), models.get("nano")
+    assert warmstart_key(task, scale, WarmStartConfig(steps=6, eval_examples=10, direct_frac=0.5)) != \
+        warmstart_key(task, scale, CFG)
+    with pytest.raises(ValueError, match="direct_frac"):
+        WarmStartConfig(direct_frac=1.0)
 
 
 def test_default_steps_come_from_the_table():
