@@ -2,7 +2,7 @@
 
     summary · leaderboard · accuracy against compute (AUC, sigmoid fits) · length bias (lengths,
     slopes and gaps, aggregation weights) · KL · clipping · entropy · recipes as diffs from the
-    baseline · failed, diverged and missing runs · manifest
+    baseline · tuning cost and tuned against default · failed, diverged and missing runs · manifest
 """
 from __future__ import annotations
 
@@ -283,6 +283,45 @@ def recipes(ctx: Context) -> list:
     return out
 
 
+def tuning(ctx: Context) -> list:
+    """What tuning cost (bench tune's trial runs under this results directory) and what it bought
+    (the suite's default expansion against its `--tuned` one); a plain statement when none ran."""
+    from bench import tune
+    from bench.tune import tuned
+
+    out = [Heading(2, "Tuning")]
+    cost = tune.summary(ctx.suite, ctx.root)
+    path = tuned.default_path(ctx.root, ctx.suite.name)
+    if not cost.height:
+        return out + [Para("No `bench tune` trials are recorded for this suite: every recipe ran at the suite's own "
+                           "settings (its defaults and `[overrides]`). A comparison at tuned settings needs "
+                           f"`bench tune {ctx.suite.name} --all` (the same trials and per-trial budget for every "
+                           f"recipe), then `bench suite {ctx.suite.name} --tuned`.")]
+    ctx.tables["tuning_cost"] = cost
+    out.append(Para(f"Tuning cost: {int(cost['trials'].sum())} trials in all, "
+                    f"{num(float(cost['flops'].sum()), '.3g')} FLOPs, {num(float(cost['wall_s'].sum()), '.0f')} s of "
+                    "run time. Each study is one cell × recipe; `cost in runs` is its FLOPs over one run's budget."))
+    out.append(table(cost, {"cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"],
+                            "trials": lambda r: str(r["trials"]), "pruned": lambda r: str(r["pruned"]),
+                            "cost in runs": lambda r: num(r["cost_in_runs"], ".1f"),
+                            "best trial acc": lambda r: num(r["best_acc"])}))
+    if not path.is_file():
+        return out + [Para(f"No tuned overrides file ({path.name}) yet, so no tuned runs to compare.")]
+    cmp = tune.compare(ctx.suite, ctx.root, path)
+    if not cmp.height or cmp["n_tuned"].is_null().all():
+        return out + [Para(f"Tuned values are written, but no `bench suite {ctx.suite.name} --tuned` runs have "
+                           "finished yet.")]
+    ctx.tables["tuned_vs_default"] = cmp
+    out.append(Para("Final greedy accuracy at default and at tuned settings (fresh seeds: the tuning trials train "
+                    "with a seed outside the suite's; tuning scores on the held-out split the report uses, so the "
+                    "tuned column is optimistic)."))
+    out.append(table(cmp, {"cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"],
+                           "default": lambda r: f"{num(r['acc_default'])} (n={r['n_default'] or 0})",
+                           "tuned": lambda r: f"{num(r['acc_tuned'])} (n={r['n_tuned'] or 0})",
+                           "Δ": lambda r: num(r["delta"], "+.3f")}))
+    return out
+
+
 def problems(ctx: Context) -> list:
     bad = T.problems(ctx.data)
     out = [Heading(2, "Failed, diverged and missing runs")]
@@ -327,4 +366,4 @@ def build_tables(ctx: Context) -> None:
                                    "policy/entropy"])
 
 
-SECTIONS = (summary, leaderboard, accuracy, length, kl, clipping, entropy, recipes, problems, manifest)
+SECTIONS = (summary, leaderboard, accuracy, length, kl, clipping, entropy, recipes, tuning, problems, manifest)

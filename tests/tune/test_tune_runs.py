@@ -140,3 +140,26 @@ def test_recipe_or_all_required(tiny, capsys):
     assert "give --recipe R" in capsys.readouterr().err
     assert main(["tune", str(tiny), "--recipe", "dapo"]) == 2
     assert "unknown recipe 'dapo'" in capsys.readouterr().err
+
+
+def test_the_report_states_tuning_cost_and_tuned_against_default(tiny, tmp_path, capsys):
+    from bench import report
+
+    root, out = tmp_path / "results", tmp_path / "report"
+    common = ["--threads", "1", "--results", str(root)]
+    assert main(["suite", str(tiny), "--only", "recipe=grpo", "--only", "seed=0", "--workers", "1", "--no-report",
+                 *common]) == 0
+    report.build(suites.load(tiny), root, out)
+    assert "No `bench tune` trials are recorded for this suite" in (out / "report.md").read_text()
+
+    assert main(["tune", str(tiny), "--recipe", "grpo", "--trials", "2", "--workers", "1", *common]) == 0
+    assert main(["suite", str(tiny), "--tuned", "--only", "recipe=grpo", "--only", "seed=0", "--workers", "1",
+                 "--no-report", *common]) == 0
+    capsys.readouterr()
+    report.build(suites.load(tiny), root, out)
+    md = (out / "report.md").read_text()
+    assert "Tuning cost: 2 trials in all" in md and "## Tuning" in md
+    cost = pl.read_csv(out / "tuning_cost.csv")
+    assert cost["trials"].to_list() == [2] and cost["recipe"].to_list() == ["grpo"]
+    vs = pl.read_csv(out / "tuned_vs_default.csv")
+    assert vs.select("recipe", "n_default", "n_tuned").rows() == [("grpo", 1, 1)]
