@@ -98,7 +98,8 @@ def load(suite: Suite, root: Path) -> Data:
 
 
 def stale_runs(suite: Suite, root: Path, current: set[str]) -> tuple[str, ...]:
-    """Recorded runs tagged suite=NAME whose ids are not in the current expansion (sorted)."""
+    """Recorded runs tagged suite=NAME whose ids are not in the current expansion (sorted). Runs of
+    `bench suite NAME --tuned` (tagged tuned) are not stale: the Tuning section reports them."""
     out = []
     for p in sorted((Path(root) / "runs").glob("*/run.json")):
         if p.parent.name in current:
@@ -107,7 +108,7 @@ def stale_runs(suite: Suite, root: Path, current: set[str]) -> tuple[str, ...]:
             tags = json.loads(p.read_text()).get("config", {}).get("tags", {})
         except (OSError, ValueError):
             continue
-        if tags.get("suite") == suite.name:
+        if tags.get("suite") == suite.name and not tags.get("tuned"):
             out.append(p.parent.name)
     return tuple(out)
 

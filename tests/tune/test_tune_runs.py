@@ -159,6 +159,7 @@ def test_the_report_states_tuning_cost_and_tuned_against_default(tiny, tmp_path,
     report.build(suites.load(tiny), root, out)
     md = (out / "report.md").read_text()
     assert "Tuning cost: 2 trials in all" in md and "## Tuning" in md
+    assert "other recorded run" not in md  # the --tuned runs are reported there, not as stale runs
     cost = pl.read_csv(out / "tuning_cost.csv")
     assert cost["trials"].to_list() == [2] and cost["recipe"].to_list() == ["grpo"]
     vs = pl.read_csv(out / "tuned_vs_default.csv")
