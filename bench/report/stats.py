@@ -102,11 +102,16 @@ def mann_whitney_p(x, y) -> float:
     return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
-def curve_auc(x, y) -> float:
-    """Trapezoid area under y(x) divided by the x range: the curve's mean height (nan under 2 points)."""
+def _finite_pairs(x, y) -> tuple[np.ndarray, np.ndarray]:
+    """x and y as float64 arrays, keeping the pairs where both are finite."""
     xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     ok = np.isfinite(xa) & np.isfinite(ya)
-    xa, ya = xa[ok], ya[ok]
+    return xa[ok], ya[ok]
+
+
+def curve_auc(x, y) -> float:
+    """Trapezoid area under y(x) divided by the x range: the curve's mean height (nan under 2 points)."""
+    xa, ya = _finite_pairs(x, y)
     if xa.size < 2 or np.ptp(xa) == 0:
         return math.nan
     order = np.argsort(xa, kind="stable")
@@ -116,9 +121,7 @@ def curve_auc(x, y) -> float:
 
 def linear_slope(x, y) -> float:
     """Least-squares slope of y on x over the finite pairs (nan under 2 distinct x)."""
-    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    ok = np.isfinite(xa) & np.isfinite(ya)
-    xa, ya = xa[ok], ya[ok]
+    xa, ya = _finite_pairs(x, y)
     if xa.size < 2 or np.ptp(xa) == 0:
         return math.nan
     xc = xa - xa.mean()
