@@ -21,7 +21,7 @@ def test_default_spaces_cover_every_recipe_and_fit_its_config():
     assert {"recipe.advantage.alpha", "recipe.nll_coef"} <= set(paths["vapo"])
     lr = by[("grpo", "addition/nano")].space[0]
     assert (lr.kind, lr.low, lr.high) == ("log_float", 1e-5, 5e-4)
-    assert by[("grpo", "addition/nano")].n_evals == 4  # eval.every = 0.25
+    assert by[("grpo", "addition/nano")].n_evals == round(1 / s.eval.every)  # evaluations after the start
     # the trials' seed is outside the suite's seeds, the base config is the suite's (overrides included)
     assert by[("vapo", "addition/nano")].base["seed"] == 1000
     assert by[("vapo", "addition/nano")].base["recipe"]["critic"]["pretrain_steps"] == 5
