@@ -39,6 +39,7 @@ RECIPE = {
     "reinforce": {},
     "reinforce_pp": {**_CLIP, **_BETA},
     "topr": {},
-    "vapo": {**_CLIP, "recipe.advantage.alpha": {"low": 0.01, "high": 0.2, "log": True},
+    # vapo's λ = 1 − 1/(α·L): the paper's α = 0.05 suits L ~ 1000; short answers need α up to ~1
+    "vapo": {**_CLIP, "recipe.advantage.alpha": {"low": 0.01, "high": 2.0, "log": True},
              "recipe.nll_coef": {"low": 0.0, "high": 0.3}, "train.critic_lr": {"low": 1e-4, "high": 2e-3, "log": True}},
 }
