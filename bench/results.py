@@ -23,7 +23,7 @@ import polars as pl
 #   len/correct, len/incorrect   NaN when no completion in the batch is correct / incorrect
 #   policy/clip_frac_seq         NaN unless the objective clips sequences (gspo)
 #   policy/weight_capped_frac    NaN unless the objective caps IS weights (cispo)
-#   policy/clip_frac_low/high    NaN for objectives without a clip (is_pg, topr, cispo: see capped)
+#   policy/clip_frac_low/high    0 for objectives without that clip (is_pg; cispo: see capped; topr has no high side)
 #   policy/entropy               always logged (computed in the training forward)
 #   loss/kl                      0 when the recipe has no KL term in the loss
 #   loss/value, critic/explained_var   NaN without a critic (all but ppo, vapo)
