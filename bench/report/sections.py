@@ -118,7 +118,8 @@ def leaderboard(ctx: Context) -> list:
                 "percentile bootstrap intervals over seeds; AUC is the mean accuracy over the budget (area under "
                 "accuracy against the fraction of compute spent). P(>" + ctx.base + ") is the probability of "
                 "improvement, P(X > Y) + ½P(X = Y) over seed pairs (the Mann–Whitney U statistic / n_x n_y), with "
-                "a stratified bootstrap interval; p is the two-sided Mann–Whitney test."),
+                "a stratified bootstrap interval; p is the two-sided Mann–Whitney test, exact over every split of the "
+                "pooled seeds, ties included."),
            Para("Marks: `*` when the Mann–Whitney p < 0.05; `+` when only the bootstrap interval of P(improvement) "
                 "excludes 0.5 (rliable's reading; with few seeds this interval is too narrow, so treat `+` as a "
                 "lead to follow up, not a finding)."

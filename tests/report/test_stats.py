@@ -69,6 +69,9 @@ def test_mann_whitney_exact_p_on_small_arrays():
     # U = 1 of 9: orderings with U <= 1 are 2 of 20 per tail -> p = 4/20
     assert stats.mann_whitney_p([1, 2, 4], [3, 5, 6]) == pytest.approx(0.2)
     assert stats.mann_whitney_p([0.4, 0.4], [0.4, 0.4]) == 1.0
+    # ties: exact over the 20 splits (scipy's normal approximation would say 0.047 here)
+    assert stats.mann_whitney_p([0.6, 0.6, 0.6], [0.5, 0.5, 0.5]) == pytest.approx(0.1)
+    assert stats.mann_whitney_p([0.6, 0.6, 0.5], [0.5, 0.5, 0.4]) == pytest.approx(6 / 20)  # U = 8 or 1: 3 + 3 splits
     assert math.isnan(stats.mann_whitney_p([], [1.0]))
 
 
