@@ -32,7 +32,7 @@ suite: setup
 test: setup
 	$(PY) -m pytest -q
 
-test-slow: setup  # tests marked @pytest.mark.slow (none at present: exit 5, "no tests", is fine)
+test-slow: setup  # tests marked @pytest.mark.slow (the published report regenerates byte-identically)
 	$(PY) -m pytest -q -m slow || test $$? -eq 5
 
 clean:
