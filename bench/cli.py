@@ -6,6 +6,17 @@ import sys
 from pathlib import Path
 
 
+def _add_results(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+
+
+def _root(args: argparse.Namespace) -> Path:
+    """The results directory: --results, else $BENCH_RESULTS, else ./results."""
+    from bench import results
+
+    return Path(args.results) if args.results else results.default_root()
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     what = args.what
     if what == "recipes":
@@ -66,7 +77,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from bench.engine.vllm_backend import check_installed
 
         check_installed()
-    root = Path(args.results) if args.results else None
+    root = _root(args)
     print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}")
     res = Trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
                   save_checkpoint=args.save_checkpoint).run()
@@ -83,7 +94,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from bench import lmeval
 
-    root = Path(args.results) if args.results else None
+    root = _root(args)
     if args.export_only:
         for name in lmeval.export_all(root):
             print(f"{name}: {lmeval.tasks_dir(root) / name}.yaml")
@@ -107,17 +118,16 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     from bench.harness import runner
 
     s = suites.load(args.name)
+    root = _root(args)
     if args.tuned or args.tuned_file:
         from bench.tune import tuned
 
-        path = Path(args.tuned_file) if args.tuned_file else \
-            tuned.default_path(Path(args.results) if args.results else results.default_root(), s.name)
+        path = Path(args.tuned_file) if args.tuned_file else tuned.default_path(root, s.name)
         s = tuned.apply(s, path)
         print(f"tuned: {len(s.cell_overrides)} cell × recipe pair(s) from {path}; the others run with the suite's settings")
     cfgs = s.expand(s.parse_only(args.only))
     if not cfgs:
         raise ValueError(f"--only {' '.join(args.only)} selects no run of suite {s.name}")
-    root = Path(args.results) if args.results else results.default_root()
     pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
     plan = runner.make_plan(s, len(pending), args.executor, args.workers, args.threads, args.device, args.address,
                             args.gpus_per_run)
@@ -139,12 +149,12 @@ def _cmd_suite(args: argparse.Namespace) -> int:
 def _cmd_tune(args: argparse.Namespace) -> int:
     import time
 
-    from bench import results, suite as suites
+    from bench import suite as suites
     from bench.harness.executors import cpu_count
     from bench.tune import costs, settings as tune_settings, storage, study, tuned
 
     s = suites.load(args.suite)
-    root = Path(args.results) if args.results else results.default_root()
+    root = _root(args)
     tuned_file = Path(args.tuned_file) if args.tuned_file else tuned.default_path(root, s.name)
     if args.summary:
         costs.print_summary(s, root, tuned_file)
@@ -196,10 +206,10 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
-    from bench import results, suite as suites
+    from bench import suite as suites
     from bench.harness.leaderboard import per_run, print_leaderboard
 
-    root = Path(args.results) if args.results else results.default_root()
+    root = _root(args)
     try:
         s = suites.load(args.suite)
     except (ValueError, FileNotFoundError) as e:  # no suite file: fall back to the suite tag in run.json
@@ -217,10 +227,10 @@ def _cmd_results(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from bench import report, results, suite as suites
+    from bench import report, suite as suites
 
     s = suites.load(args.suite)
-    root = Path(args.results) if args.results else results.default_root()
+    root = _root(args)
     out = report.build(s, root, Path(args.out) if args.out else None)
     print(f"report: {out / 'index.html'} and {out / 'report.md'}")
     return 0
@@ -265,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", metavar="PATH=VALUE", default=[],
                      help="override a config field, e.g. train.lr=1e-4, recipe.objective.eps_high=0.28, "
                           "eval.every=0.25 (repeatable)")
-    run.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    _add_results(run)
     run.add_argument("--device", default="cpu")
     run.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     run.add_argument("--save-checkpoint", action="store_true", help="save the final policy in transformers format")
@@ -294,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--export-only", action="store_true",
                     help="export every bench task's held-out split as an lm-eval task and exit")
     ev.add_argument("--log-samples", action="store_true", help="keep every prompt and response in the record")
-    ev.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    _add_results(ev)
     ev.set_defaults(func=_cmd_eval)
 
     su = sub.add_parser("suite", help="run a suite: every task/scale cell × recipe × seed at matched compute",
@@ -319,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Ray with a cuda device: GPUs each run reserves; fractions pack runs on one GPU "
                          "(default: the suite's [resources] gpus_per_run, else 1)")
     su.add_argument("--device", default=None, help="override the suite's device (cpu, cuda, cuda:N); not hashed")
-    su.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    _add_results(su)
     su.add_argument("--retry-failed", action="store_true",
                     help="rerun runs whose record says `failed` (a crash; diverged runs are results and stay)")
     su.add_argument("--no-report", action="store_true", help="do not write the report at the end")
@@ -352,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--threads", type=int, default=None, help="torch threads per trial (default: cores / workers)")
     tu.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2",
                     help="restrict cells (cell=addition/nano, task=..., scale=...) or, with --all, recipes")
-    tu.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    _add_results(tu)
     tu.add_argument("--tuned-file", default=None, help="where to write the tuned overrides (default: RESULTS/tuned/SUITE.toml)")
     tu.add_argument("--summary", action="store_true",
                     help="print the tuning cost and tuned vs default accuracy from the results; run nothing")
@@ -363,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "seeds, final length, mean KL (k3), clip fractions, FLOPs spent, failures listed.")
     rs.add_argument("suite", help="suite name or path (runs are the suite's expansion; else those tagged with it)")
     rs.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2", help="as for `bench suite`")
-    rs.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    _add_results(rs)
     rs.set_defaults(func=_cmd_results)
 
     rp = sub.add_parser("report", help="write a suite's comparison report (HTML, Markdown, figures, CSV tables)",
@@ -371,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "over seeds with 95% intervals, figures, failed runs listed, and a manifest; "
                                     "writes reports/SUITE/ (index.html, report.md, figures/, *.csv).")
     rp.add_argument("suite", help="suite name (see `bench list suites`) or a path to a .toml file")
-    rp.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
+    _add_results(rp)
     rp.add_argument("--out", default=None, help="output directory (default: reports/SUITE, or $BENCH_REPORTS/SUITE)")
     rp.set_defaults(func=_cmd_report)
     return p
