@@ -194,14 +194,24 @@ def sigmoid_fits(suite: Suite, data: Data) -> pl.DataFrame:
             r0 = stats.mean(g.filter(pl.col("fraction") == 0)["acc"].to_numpy())
             pos = g.filter(pl.col("flops") > 0)
             fit = stats.fit_sigmoid(pos["flops"].to_numpy(), pos["acc"].to_numpy(), r0)
+            r4 = _round_sig
             rows.append({"cell": cell, "recipe": recipe, "n_points": fit.n_points, "R0": fit.R0,
-                         "A": fit.A, "A_lo": fit.A_ci[0], "A_hi": fit.A_ci[1],
-                         "B": fit.B, "B_lo": fit.B_ci[0], "B_hi": fit.B_ci[1],
-                         "C_mid": fit.C_mid, "C_mid_lo": fit.C_mid_ci[0], "C_mid_hi": fit.C_mid_ci[1],
+                         "A": r4(fit.A), "A_lo": r4(fit.A_ci[0]), "A_hi": r4(fit.A_ci[1]),
+                         "B": r4(fit.B), "B_lo": r4(fit.B_ci[0]), "B_hi": r4(fit.B_ci[1]),
+                         "C_mid": r4(fit.C_mid), "C_mid_lo": r4(fit.C_mid_ci[0]), "C_mid_hi": r4(fit.C_mid_ci[1]),
                          "identifiable": fit.identifiable, "reason": fit.reason})
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "n_points": pl.Int64, **{
         k: pl.Float64 for k in ("R0", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo", "C_mid_hi")},
         "identifiable": pl.Boolean, "reason": pl.String})
+
+
+def _round_sig(x: float, digits: int = 4) -> float:
+    """A least-squares fit's values to 4 significant digits: the optimizer's last digits differ
+    between BLAS builds (seen: B's lower bound -0.154706 here, -0.1547 there), and the report's
+    bytes must not."""
+    if not math.isfinite(x) or x == 0:
+        return x
+    return float(f"{x:.{digits - 1}e}")
 
 
 def length_bias(suite: Suite, data: Data) -> pl.DataFrame:
