@@ -52,6 +52,7 @@ from typing import Any, Literal, Union
 import algorithms
 from bench import models, tasks
 from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
+from bench.textfile import read_text
 from bench.warmstart import WarmStartConfig
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
@@ -239,7 +240,7 @@ def resolve(name_or_path: str | Path) -> Path:
 
 def load(name_or_path: str | Path) -> Suite:
     path = resolve(name_or_path)
-    text = path.read_text()
+    text = read_text(path)  # file:line errors for non-UTF-8 bytes, huge files, huge lines
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -143,6 +143,9 @@ def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry
         print(f"removed {n_stale} partial write(s) left by killed runs in {root / '.tmp'}", file=out)
     if retry_failed:
         remove_failed(root, cfgs, out)
+    for run_id, problem in results.problems(root, [c.run_id for c in cfgs]):
+        print(f"corrupt record of run {run_id}: {problem}; moving it to {root / 'quarantine'} and running it again",
+              file=out)
     pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
     n_done = len(cfgs) - len(pending)
     print(f"suite {suite.name}: {len(cfgs)} runs, {n_done} already finished, {len(pending)} to run "
@@ -202,8 +205,20 @@ def _status(root: Path, run_id: str) -> str:
     return json.loads((results.run_dir(root, run_id) / "run.json").read_text()).get("status", "")
 
 
-def write_report(suite: Suite, root: Path, out=sys.stdout) -> None:
-    """The report (issue 6) when bench.report exists: `bench.report.build(suite, root)`."""
+def write_report(suite: Suite, root: Path, out=sys.stdout, cfgs: list[RunConfig] | None = None) -> Path | None:
+    """`bench.report.build(suite, root)`, unless none of the suite's runs (cfgs, default: its whole
+    expansion) has a result: then an existing report is never replaced by an empty one, and no
+    empty one is written (the line printed says so). Returns the report directory, or None."""
+    cfgs = suite.expand() if cfgs is None else cfgs
+    with_result = [c for c in cfgs if results.is_finished(root, c.run_id) and _status(root, c.run_id) != "failed"]
+    if not with_result:
+        from bench.report import default_dir
+
+        there = default_dir(suite.name)
+        kept = f"; the existing report in {there} is kept" if (there / "report.md").is_file() else ""
+        print(f"report: not written: none of the {len(cfgs)} run(s) has a result yet{kept} "
+              f"(`bench report {suite.name}` writes one when they do)", file=out)
+        return None
     import importlib
     import importlib.util
 
@@ -217,3 +232,4 @@ def write_report(suite: Suite, root: Path, out=sys.stdout) -> None:
         return
     path = report.build(suite, root)
     print(f"report: {path}", file=out)
+    return path
