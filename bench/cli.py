@@ -231,7 +231,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
-    from bench import suite as suites
+    from bench import results, suite as suites
     from bench.harness.leaderboard import per_run, print_leaderboard
 
     root = _root(args)
@@ -239,11 +239,16 @@ def _cmd_results(args: argparse.Namespace) -> int:
         s = suites.load(args.suite)
     except (ValueError, FileNotFoundError) as e:  # no suite file: fall back to the suite tag in run.json
         print(f"note: {e}; selecting runs tagged suite={args.suite}", file=sys.stderr)
+        for run_id, problem in results.problems(root):
+            print(f"warning: skipped corrupt run {run_id}: {problem}", file=sys.stderr)
         runs = per_run(root, suite=args.suite)
         print_leaderboard(runs, title=f"suite {args.suite} (by tag): {runs.height} recorded runs in {root}")
         return 0
     cfgs = s.expand(s.parse_only(args.only))
     cell = {c.run_id: c.tags["cell"] for c in cfgs}
+    for run_id, problem in results.problems(root, list(cell)):
+        print(f"warning: skipped corrupt run {run_id}: {problem} (`bench suite` quarantines and reruns it)",
+              file=sys.stderr)
     runs = per_run(root, run_ids=list(cell))
     runs = runs.with_columns(pl_replace_cell(runs, cell))
     print_leaderboard(runs, expected=len(cfgs),

@@ -205,10 +205,11 @@ def _status(root: Path, run_id: str) -> str:
     return json.loads((results.run_dir(root, run_id) / "run.json").read_text()).get("status", "")
 
 
-def write_report(suite: Suite, root: Path, out=sys.stdout, cfgs: list[RunConfig] | None = None) -> Path | None:
+def write_report(suite: Suite, root: Path, out=None, cfgs: list[RunConfig] | None = None) -> Path | None:
     """`bench.report.build(suite, root)`, unless none of the suite's runs (cfgs, default: its whole
     expansion) has a result: then an existing report is never replaced by an empty one, and no
     empty one is written (the line printed says so). Returns the report directory, or None."""
+    out = out or sys.stdout
     cfgs = suite.expand() if cfgs is None else cfgs
     with_result = [c for c in cfgs if results.is_finished(root, c.run_id) and _status(root, c.run_id) != "failed"]
     if not with_result:

@@ -60,8 +60,9 @@ def redact(url: str) -> str:
     """url with its password and credential query values replaced by ***, for printing.
     Journal file paths are returned as they are (they hold no credentials)."""
     parts = _split(url)
-    if parts is None:
-        return url
+    if parts is None:  # a path; but "user:pw@host/db" with the scheme forgotten still hides its password
+        userinfo, at, rest = url.rpartition("@")
+        return f"{userinfo.partition(':')[0]}:{HIDDEN}@{rest}" if at and ":" in userinfo else url
     scheme, user, password, head, query = parts
     auth = f"{user}:{HIDDEN}@" if password is not None else (f"{user}@" if user else "")
     q = [f"{kv.partition('=')[0]}={HIDDEN}" if kv.partition("=")[0].lower() in _SECRET_KEYS else kv for kv in query]
