@@ -64,7 +64,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import algorithms
     from bench import models, tasks
     from bench.config import Budget, RunConfig
-    from bench.engine.trainer import Trainer
 
     tasks.get(args.task)  # fail fast on bad names, before any work
     models.get(args.scale)
@@ -78,7 +77,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         check_installed()
     root = _root(args)
+    try:
+        return _run_locked(args, cfg, root)
+    except OSError as e:  # a results path that is a file, unwritable, on a full disk: before any training
+        raise RunRefused(f"results directory {root}: {e.strerror or e} ({e.filename or root})") from None
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: nothing recorded for run {cfg.run_id}; rerun the same command to start it again",
+              file=sys.stderr)
+        return 130
+
+
+def _run_locked(args: argparse.Namespace, cfg, root: Path) -> int:
     from bench import results
+    from bench.engine.trainer import Trainer
     from bench.harness.locks import remove_temp, run_lock
 
     with run_lock(root, cfg.run_id, wait=False) as held:  # the same lock `bench suite` workers take
@@ -104,8 +115,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             res = trainer.run()
         except Exception as e:  # noqa: BLE001  the trainer wrote a `failed` record with the traceback
             where = results.run_dir(root, cfg.run_id) / "run.json"
+            setup = "during set-up" in results.read_meta(where.parent).get("reason", "") if where.is_file() else False
             raise RunRefused(f"run {cfg.run_id} failed: {type(e).__name__}: {_one_line(e)} (the traceback is in "
-                             f"{where})", code=2 if isinstance(e, BAD_INPUT) else 1) from None
+                             f"{where})", code=2 if setup or isinstance(e, BAD_INPUT) else 1) from None
     f = res.final
     print(f"status: {res.status}{' (' + res.reason + ')' if res.reason else ''}")
     if f:
