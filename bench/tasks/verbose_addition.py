@@ -31,6 +31,12 @@ start's `direct_frac`, kept there so that one knob means "bare answers" for ever
 The longest solution (all columns spelled, carries everywhere, every check) is about 4.5x the
 shortest worked one, and `max_new_tokens` is sized from the longest, at least 3x the mean gold
 length, so RL can lengthen answers without hitting the cap.
+
+Measured (medium, nano warm start of 800 SFT steps, December 2026): held-out greedy accuracy
+0.385; 4 samples per held-out prompt keep the corpus' mix (spelled 0.50, 0/1/2 checks 0.34/0.31/
+0.31), sampled accuracy 0.166 at a mean 75 tokens (cap 248, none truncated). Spelled working is
+not better than terse (0.15 vs 0.19, n = 400 each) and re-checks do not help (0.19/0.16/0.15 for
+0/1/2): at this scale length is reward-neutral or slightly costly, so a drift upward is bias.
 """
 
 from __future__ import annotations
