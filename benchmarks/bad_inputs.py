@@ -185,11 +185,11 @@ def main() -> int:
                                                   "--dry-run", "--no-calibrate", *R],
              must="t.toml:1:", prepare=lambda _: write("s/t.toml", b"\xff\xfe[overrides]\n")),
         # ---- odd URLs (no password may be printed)
-        *[Case(f"tune storage: {u.split('://')[0] if '://' in u else u[:12]}", "url", url(u)) for u in [
+        *[Case(f"tune storage {i}: {u.split('://')[0] if '://' in u else 'no scheme'}", "url", url(u)) for i, u in enumerate([
             f"POSTGRESQL://u:{SECRET}@127.0.0.1:1/db", f"postgresql://:{SECRET}@127.0.0.1:1/db",
             f"postgresql://u:p@ss@{SECRET}@127.0.0.1:1/db", f"mysql://u:{SECRET}@127.0.0.1:1/db",
             f"nosuchdb://u:{SECRET}@h/db", f"u:{SECRET}@host/db", f"redis://:{SECRET}@127.0.0.1:1/0",
-            f"postgresql://127.0.0.1:1/db?password={SECRET}", "sqlite:////proc/nope/x.db"]],
+            f"postgresql://127.0.0.1:1/db?password={SECRET}", "sqlite:////proc/nope/x.db"])],
         # ---- planted files
         Case("eval: planted bench_addition.yaml with !function", "planted",
              ["eval", "CKPT", "--tasks", "bench_addition", "--limit", "2", "--batch-size", "2", *R], rc=0,

@@ -100,7 +100,11 @@ def open_storage(url: str):
     if dialect == "sqlite":
         db = url.split(":///", 1)[1] if ":///" in url else ""
         if db and db != ":memory:":
-            Path(db).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(db).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise ValueError(f"storage {redact(url)!r}: cannot create the database's directory "
+                                 f"{Path(db).parent}: {e.strerror or e}") from None
     try:
         import sqlalchemy.dialects
 
