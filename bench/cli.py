@@ -458,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunRefused as e:
         print(f"bench {args.command}: error: {e}", file=sys.stderr)
         return e.code
+    except KeyboardInterrupt:  # before any work started (imports, set-up): nothing to keep
+        print(f"\nbench {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
