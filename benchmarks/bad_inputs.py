@@ -162,7 +162,10 @@ def main() -> int:
              prepare=corrupt(1, "steps.parquet", lambda b: b"PAR1" + os.urandom(200))),
         Case("results: evals.parquet footer cut", "corrupt", ["results", "smoke", *R], rc=0, must="evals.parquet",
              prepare=corrupt(2, "evals.parquet", lambda b: b[:-20])),
-        Case("report: with corrupt runs", "corrupt", ["report", "smoke", *R], rc=0, must="report:"),
+        Case("report: with a corrupt run", "corrupt", ["report", "smoke", *R], rc=0, must="report:",
+             prepare=corrupt(1, "evals.parquet", lambda b: b[:-20]),
+             check=lambda _: None if "corrupt record" in (work / "reports/smoke/report.md").read_text() else
+             "corrupt run not listed in the report"),
         Case("suite --dry-run: corrupt counted pending", "corrupt", ["suite", "smoke", "--dry-run", "--no-calibrate", *R],
              rc=0),
         Case("results: run.json is a JSON list", "corrupt", ["results", "smoke", *R], rc=0, must="lacks",
