@@ -66,8 +66,9 @@ def execution_order(suite: Suite, cfgs: list[RunConfig]) -> list[RunConfig]:
     return sorted(cfgs, key=lambda c: (seed[c.seed], rank[c.recipe.name], cell[c.tags["cell"]]))
 
 
-def remove_failed(root: Path, cfgs: list[RunConfig], out=sys.stdout) -> int:
+def remove_failed(root: Path, cfgs: list[RunConfig], out=None) -> int:
     """--retry-failed: delete records with status `failed` (a crash, not a divergence) so they rerun."""
+    out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
     n = 0
     for c in cfgs:
         d = results.run_dir(root, c.run_id)
@@ -90,7 +91,8 @@ def remove_failed(root: Path, cfgs: list[RunConfig], out=sys.stdout) -> int:
 class Progress:
     """An overall bar on stderr (runs done / total, ETA) and one line per finished run on `out`."""
 
-    def __init__(self, total: int, already: int, out=sys.stdout):
+    def __init__(self, total: int, already: int, out=None):
+        out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
         from tqdm import tqdm
 
         self.total, self.done, self.out = total, already, out
@@ -134,8 +136,9 @@ def fmt_seconds(s: float | None) -> str:
 
 
 def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry_failed: bool = False,
-              out=sys.stdout) -> int:
+              out=None) -> int:
     """Execute the pending runs of cfgs. Returns 0 when every run has a finished or diverged record."""
+    out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     n_stale = clean_stale_temp(root)
