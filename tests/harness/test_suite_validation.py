@@ -65,15 +65,24 @@ def test_invalid_toml_gives_the_line(tmp_path):
 
 @pytest.mark.parametrize("extra, key, fragment", [
     ("[train]\nlrr = 1e-3\n", "train.lrr", "did you mean 'lr'"),
-    ("[train]\nlr = \"fast\"\n", "train.lr", "expected float"),
+    ("[train]\nlr = \"fast\"\n", "train.lr", "got 'fast'; expected a finite number > 0"),
+    ("[train]\nlr = inf\n", "train.lr", "got inf; expected a finite number > 0"),
+    ("[train]\ngroup_size = 1\n", "train.group_size", "got 1; expected an integer >= 2"),
+    ("[train]\ngroup_size = 2.5\n", "train.group_size", "got 2.5; expected an integer >= 2"),
+    ("[resources]\nthreads = -3\n", "resources.threads", "got -3; expected an integer >= 0"),
+    ("[warmstart]\nseed = 18446744073709551616\n", "warmstart.seed", "expected an integer in [0, 9223372036854775807]"),
+    ("[regimes.stale]\nlag = -1\n", "regimes.stale.lag", "got -1; expected an integer >= 0"),
+    ("[regimes.stale]\nepoch = 2\n", "regimes.stale.epoch", "did you mean 'epochs'"),
+    ("[report]\nprimary = \"best\"\n", "report.primary", "auc, final, plateau or compute_to:ACC"),
+    ("[report]\nbaseline = \"ppo\"\n", "report.baseline", "unknown recipe 'ppo'"),
     ("[train]\nprecision = \"fp16\"\n", "train.precision", "one of 'fp32', 'bf16'"),
-    ("[eval]\nevery = 0.3\n", "eval", "1/n"),
+    ("[eval]\nevery = 0.3\n", "eval.every", "got 0.3; expected 1/n"),
     ("[task_params.addition]\ndifficulty = \"extreme\"\n", "task_params.addition", "easy"),
     ("[task_params.countdown]\ndifficulty = \"easy\"\n", "task_params.countdown", "suite's tasks"),
     ("[overrides.grpo]\n\"recipe.objective.eps_hgh\" = 0.3\n", "overrides.grpo", "eps_high"),
-    ("[overrides.grpo]\n\"budget.value\" = 1e9\n", "overrides.grpo.budget.value", "stay matched"),
+    ("[overrides.grpo]\n\"budget.value\" = 1e9\n", "overrides.grpo.budget", "stay matched"),
     ("[overrides.ppo]\n\"train.lr\" = 1e-3\n", "overrides.ppo", "suite's recipes"),
-    ("colour = 3\n", "colour", "top-level key"),
+    ("colour = 3\n", "colour", "unknown field 'colour'; valid: recipes, seeds"),
     ("device = \"tpu\"\n", "device", "cuda"),
 ])
 def test_bad_values_name_the_key(tmp_path, extra, key, fragment):
