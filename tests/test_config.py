@@ -169,3 +169,41 @@ def test_suite_checks_the_report_directory(no_work, capsys, tmp_path, monkeypatc
     monkeypatch.setenv("BENCH_REPORTS", str(blocker))
     assert main(["suite", "smoke", "--results", str(tmp_path / "r")]) == 2
     assert "report directory" in capsys.readouterr().err
+
+
+SUITE = 'recipes = ["grpo", "ppo"]\nseeds = 2\ntasks = ["addition"]\nscales = ["nano"]\nbudget = "4steps"\n'
+
+
+def test_regimes_make_cells_that_match_the_off_policy_degree(tmp_path):
+    p = tmp_path / "r.toml"
+    p.write_text(SUITE + "[regimes.on]\nlag = 0\n[regimes.stale]\nlag = 2\nepochs = 2\nminibatches = 2\n")
+    s = suites.load(p)
+    assert [c.name for c in s.cells] == ["addition/nano/on", "addition/nano/stale"]
+    cfgs = s.expand(s.parse_only(["regime=stale"]))
+    assert len(cfgs) == 4 and {c.tags["regime"] for c in cfgs} == {"stale"}
+    for c in cfgs:  # every recipe, ppo included (its own default is 4 minibatches), gets the regime
+        assert (c.rollout.lag, c.recipe.updates.epochs, c.recipe.updates.minibatches) == (2, 2, 2)
+    on = s.expand(s.parse_only(["regime=on", "recipe=grpo"]))[0]
+    assert on.rollout.lag == 0 and on.recipe.updates.epochs == 1
+    p.write_text(SUITE + "[regimes.stale]\nlag = 2\n[overrides.ppo]\n\"recipe.updates.epochs\" = 3\n")
+    with pytest.raises(ValueError, match=r"overrides\.ppo\.recipe\.updates: set by the suite's \[regimes\]"):
+        suites.load(p)
+
+
+def test_report_table_and_resources_are_not_hashed(tmp_path):
+    p = tmp_path / "a.toml"
+    p.write_text(SUITE)
+    plain = [c.run_id for c in suites.load(p).expand()]
+    p.write_text(SUITE + '[report]\nprimary = "compute_to:0.5"\nbaseline = "grpo"\n[resources]\nthreads = 1\n')
+    s = suites.load(p)
+    assert s.report.primary == "compute_to:0.5" and [c.run_id for c in s.expand()] == plain
+
+
+def test_rollout_backend_string_and_lag(tmp_path, no_work, capsys):
+    from bench.cli import main
+
+    p = tmp_path / "v.toml"
+    p.write_text(SUITE + 'rollout = "vllm"\n')
+    assert {c.rollout.backend for c in suites.load(p).expand()} == {"vllm"}
+    assert main(RUN + ["--results", str(tmp_path), "--set", "rollout.lag=2"]) == 2
+    assert "rollout.lag = 2" in capsys.readouterr().err
