@@ -114,28 +114,47 @@ class EvalConfig(Section):
 
 
 class EvalSchedule(Section):
-    """When a run evaluates (fractions of its budget) and how (EvalConfig's fields)."""
+    """When held-out evaluations happen, as fractions of the budget (always at 0 and at 1), and how.
+
+    spacing "linear": every `every` of the budget (0.1: 11 points). spacing "log": `points`
+    fractions log-spaced from `first` to 1, plus 0, dense early where the learning curve bends, so
+    the sigmoid fit's midpoint and compute-to-threshold are identifiable (0.01 and 8 points: 0, 0.01,
+    0.019, 0.037, 0.072, 0.14, 0.27, 0.52, 1); `every` is not used then.
+    """
 
     WHERE: ClassVar[str] = "eval"
     every: float = Field(0.1, gt=0, le=1)  # evaluate at every `every` fraction of the budget (and at 0 and 1)
     n_examples: int = Field(200, ge=1)
     k: int = Field(4, ge=0)
     temperature: float = Field(1.0, gt=0)
+    spacing: Literal["linear", "log"] = "linear"
+    points: int = Field(8, ge=2, le=100)  # log spacing: evaluation points above 0, the last at 1
+    first: float = Field(0.01, gt=0, lt=1)  # log spacing: the first evaluation point above 0
 
-    @field_validator("every")
-    @classmethod
-    def _one_over_n(cls, v: float) -> float:
-        if abs(round(1 / v) * v - 1) > 1e-9:
-            raise ValueError(f"eval.every: got {v!r}; expected 1/n for an integer n >= 1 (e.g. 0.1, 0.25)")
-        return v
+    @model_validator(mode="after")
+    def _one_over_n(self) -> EvalSchedule:
+        if self.spacing == "linear" and abs(round(1 / self.every) * self.every - 1) > 1e-9:
+            raise ValueError(f"eval.every: got {self.every!r}; expected 1/n for an integer n >= 1 (e.g. 0.1, 0.25)")
+        return self
 
     @property
     def fractions(self) -> list[float]:
+        if self.spacing == "log":
+            n = self.points
+            return [0.0] + [round(self.first ** (1 - i / (n - 1)), 12) for i in range(n - 1)] + [1.0]
         n = round(1 / self.every)
         return [i / n for i in range(n + 1)]
 
     def eval_config(self) -> EvalConfig:
         return EvalConfig(n_examples=self.n_examples, k=self.k, temperature=self.temperature)
+
+    def canonical(self) -> dict:
+        """The hashed form: the fields of linear spacing as before log spacing existed (so run ids
+        of linear schedules are unchanged); with log spacing, its fields instead of `every`."""
+        d = self.model_dump()
+        for k in (("spacing", "points", "first") if self.spacing == "linear" else ("every",)):
+            del d[k]
+        return d
 
 
 class WarmStartConfig(Section):
@@ -214,23 +233,49 @@ class Resources(Section):
     gpus_per_run: float = Field(1.0, gt=0)  # Ray only, for device cuda
 
 
+PRIMARY_METRICS = ("auc", "final", "plateau", "compute_to:<accuracy>")
+DEFAULT_PRIMARY = "auc"
+
+
 class ReportSettings(Section):
-    """A suite's `[report]` table: how its report reads the runs (never hashed)."""
+    """A suite's `[report]` table: the analysis declared before the runs (never hashed).
+
+    primary   the metric the leaderboard sorts, marks and sizes power by: auc (mean held-out accuracy
+              over the budget), final (accuracy at the end), plateau (mean accuracy of the
+              evaluations at fractions >= plateau_from) or compute_to:X (the fraction of the budget
+              at which accuracy first reaches X; lower is better)
+    baseline  the recipe every other is compared with (default: grpo when the suite has it, else
+              its first recipe)
+    margin    differences smaller than this (in the primary metric's units) count as no difference:
+              the equivalence margin, and the difference the report says how many seeds would detect
+    declared  whether the suite file declared `primary` (the report says which default it used);
+              set by the suite loader, not by the file
+    """
 
     WHERE: ClassVar[str] = "report"
-    # the comparison's primary metric, declared before running: auc | final | plateau | compute_to:<acc>
-    # (None: the report's default, which it names)
-    primary: str | None = None
-    baseline: str | None = None  # the recipe others are compared with (a recipe of the suite)
+    primary: str = DEFAULT_PRIMARY
+    baseline: str | None = None
+    margin: float = Field(0.02, gt=0, lt=1)
+    plateau_from: float = Field(0.75, ge=0, lt=1)
+    declared: bool = False
 
     @field_validator("primary")
     @classmethod
-    def _metric(cls, v: str | None) -> str | None:
-        m = re.fullmatch(r"compute_to:(.+)", v or "")
-        ok = v is None or v in ("auc", "final", "plateau") or (m is not None and _unit_float(m.group(1)))
-        if not ok:
-            raise ValueError(f"report.primary: got {v!r}; expected auc, final, plateau or compute_to:ACC with ACC in (0, 1]")
+    def _metric(cls, v: str) -> str:
+        m = re.fullmatch(r"compute_to:(.+)", v)
+        if not (v in ("auc", "final", "plateau") or (m is not None and _unit_float(m.group(1)))):
+            raise ValueError(f"report.primary: got {v!r}; expected auc, final, plateau or compute_to:ACC with ACC "
+                             "in (0, 1], e.g. compute_to:0.5")
         return v
+
+    @property
+    def threshold(self) -> float | None:
+        """compute_to's accuracy level, else None."""
+        return float(self.primary.split(":", 1)[1]) if self.primary.startswith("compute_to:") else None
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.threshold is None
 
 
 def _unit_float(text: str) -> bool:

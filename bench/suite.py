@@ -14,16 +14,19 @@
     difficulty = "easy"
 
     [train]      ...                  # bench.config.TrainConfig fields
-    [eval]       ...                  # bench.config.EvalSchedule fields (the compute fractions)
+    [eval]       ...                  # bench.config.EvalSchedule fields (the compute fractions;
+                                      # spacing = "log" with points and first: dense early)
     [warmstart]  ...                  # bench.warmstart.WarmStartConfig fields
     [regimes.on_policy]               # optional off-policy regimes: cells become task/scale/regime and
     lag = 0                           # every recipe of a cell runs with this rollout lag and these
     [regimes.stale]                   # updates per batch (epochs × minibatches)
     lag = 2
     epochs = 2
-    [report]                          # how the report reads the suite (never hashed)
-    primary = "auc"                   # auc | final | plateau | compute_to:0.5
-    baseline = "grpo"
+    [report]                          # how the report decides (not hashed: changing it reruns nothing)
+    primary = "auc"                   # auc | final | plateau | compute_to:0.5 (declared before the runs)
+    baseline = "grpo"                 # what every recipe is compared with, paired by seed
+    margin = 0.02                     # equivalence margin and the difference the power analysis sizes for
+    plateau_from = 0.75               # plateau: mean accuracy of the evaluations at >= this fraction
     [resources]                       # execution only, never hashed
     threads = 1                       # torch threads per run (0: divide the machine's cores)
     gpus_per_run = 1.0                # Ray: GPUs a cuda run reserves (fractions pack runs on a GPU)
@@ -54,13 +57,15 @@ from pydantic import BeforeValidator, Field, field_validator
 
 import algorithms
 from bench import models, tasks
-from bench.config import (Budget, EvalSchedule, Regime, ReportSettings, Resources, RolloutConfig, RunConfig, Seed,
-                          TrainConfig, WarmStartConfig, check_device)
+from bench.config import (DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, EvalSchedule, Regime, ReportSettings, Resources,
+                          RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, check_device)
 from bench.typed import ConfigError, Section, merge, unflatten
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 OVERRIDABLE = ("recipe", "train")  # budget, eval, task, scale, warm start stay matched within a cell
 FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale", "regime")
+__all__ = ["DEFAULT_PRIMARY", "PRIMARY_METRICS", "Cell", "ReportSettings", "Resources", "Suite", "SuiteError", "SuiteFile",
+           "from_dict", "load", "names", "resolve", "unknown"]
 
 
 class SuiteError(ValueError):
@@ -237,10 +242,15 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     """Types and ranges from the schema (one line per error), then names against the registries."""
     path = Path(path)
     err = lambda key, msg: SuiteError(path, key, msg)  # noqa: E731
+    report = data.get("report")
+    if isinstance(report, dict) and "declared" in report:  # derived below, never written by hand
+        raise err("report.declared", "unknown field 'declared'; valid: primary, baseline, margin, plateau_from")
     try:
         f = SuiteFile.build(data)
     except ConfigError as e:
         raise SuiteError(path, "", str(e)) from None
+    if isinstance(report, dict) and "primary" in report:
+        f = f.replace(report=f.report.replace(declared=True))
 
     for key, valid in (("recipes", algorithms.names()), ("tasks", tasks.names())):
         for v in getattr(f, key):
