@@ -203,26 +203,59 @@ class RolloutConfig(Section):
     def _backend_only(cls, v: Any) -> Any:
         return {"backend": v} if isinstance(v, str) else v
 
+    @classmethod
+    def parse(cls, value: Any) -> RolloutConfig:
+        """A backend name ("vllm", the form before lags existed), a {backend, lag} table, or itself."""
+        return value if isinstance(value, cls) else cls.build(value)
+
     def canonical(self) -> Any:  # type: ignore[override]
         return self.backend if self.lag == 0 else self.model_dump()
 
 
 class Regime(Section):
-    """A suite's off-policy regime, the same for every recipe of a cell: `[regimes.NAME]`."""
+    """An off-policy regime: how stale the sampling policy is, and how many optimizer updates each
+    rollout batch gets (epochs × mini-batches); a suite's `[regimes.NAME]` imposes one on every
+    recipe of a cell (bench/suite.py). `Regime.of(cfg)` reads the regime any run config is in."""
 
     WHERE: ClassVar[str] = "regimes"
+    name: str = Field("", pattern=r"^[A-Za-z0-9_.-]*$", description="letters, digits, '_', '-' or '.'")
     lag: int = Field(0, ge=0)
     epochs: int = Field(1, ge=1)
     minibatches: int = Field(1, ge=1)
+    lr: float | None = Field(None, gt=0)  # None: the suite's (or the recipe's overridden) train.lr
 
     @property
     def updates_per_batch(self) -> int:
         return self.epochs * self.minibatches
 
+    @property
+    def auto_name(self) -> str:
+        """'on_policy', or the parts that differ from it: 'lag2', '4mb', '2ep_16mb_lag1'."""
+        parts = [f"{self.epochs}ep" if self.epochs > 1 else "", f"{self.minibatches}mb" if self.minibatches > 1 else "",
+                 f"lag{self.lag}" if self.lag else ""]
+        return "_".join(p for p in parts if p) or "on_policy"
+
     def patch(self) -> dict:
-        """The RunConfig tables this regime sets."""
-        return {"rollout": {"lag": self.lag},
-                "recipe": {"updates": {"epochs": self.epochs, "minibatches": self.minibatches}}}
+        """The RunConfig tables this regime sets (applied last: the regime holds)."""
+        out = {"rollout": {"lag": self.lag},
+               "recipe": {"updates": {"epochs": self.epochs, "minibatches": self.minibatches}}}
+        return out | ({"train": {"lr": self.lr}} if self.lr is not None else {})
+
+    @classmethod
+    def of(cls, cfg: RunConfig) -> Regime:
+        """The regime a run is in: its suite's regime name (tags.regime) or the automatic one."""
+        u = cfg.recipe.updates
+        r = cls(lag=cfg.rollout.lag, epochs=u.epochs, minibatches=u.minibatches)
+        return r.replace(name=cfg.tags.get("regime") or r.auto_name)
+
+    def record(self) -> dict:
+        """run.json's `regime`: {name, lag, epochs, minibatches, updates_per_batch}."""
+        return {"name": self.name or self.auto_name, "lag": self.lag, "epochs": self.epochs,
+                "minibatches": self.minibatches, "updates_per_batch": self.updates_per_batch}
+
+    def describe(self) -> str:
+        return (f"{self.name or self.auto_name} (lag {self.lag}, {self.epochs} epoch(s) × {self.minibatches} "
+                f"mini-batch(es) = {self.updates_per_batch} update(s) per batch)")
 
 
 class Resources(Section):

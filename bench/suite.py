@@ -106,7 +106,7 @@ class SuiteFile(Section):
     resources: Resources = Resources()
     overrides: dict[str, dict[str, Any]] = {}
     tune: dict[str, Any] = {}  # validated by bench.tune when it tunes
-    regimes: dict[str, Regime] = {}
+    regimes: dict[str, dict[str, Any]] = {}  # NAME -> Regime fields (the name comes from the key)
     report: ReportSettings = ReportSettings()  # how the report reads the suite; never hashed
 
     @field_validator("recipes", "tasks", "scales", "seeds")
@@ -122,11 +122,11 @@ class Cell:
     task: str
     scale: str
     budget: Budget
-    regime: str = ""  # a name from the suite's [regimes], or "" when it declares none
+    regime: Regime | None = None  # None: every recipe keeps its own updates per batch, lag 0
 
     @property
     def name(self) -> str:
-        return f"{self.task}/{self.scale}" + (f"/{self.regime}" if self.regime else "")
+        return f"{self.task}/{self.scale}" + (f"/{self.regime.name}" if self.regime else "")
 
 
 @dataclass(frozen=True)
@@ -146,23 +146,23 @@ class Suite:
     resources: Resources = Resources()
     description: str = ""
     tune: dict = field(default_factory=dict)  # the [tune] table, validated by bench.tune when it tunes
-    regimes: dict[str, Regime] = field(default_factory=dict)
+    regimes: tuple[Regime, ...] = ()
     report: ReportSettings = ReportSettings()
     # (cell name, recipe) -> {dotted path: value}: tuned values (`bench suite --tuned`), applied last
     cell_overrides: dict[tuple[str, str], dict] = field(default_factory=dict)
 
     def run_config(self, cell: Cell, recipe: str, seed: int) -> RunConfig:
-        tags = {"suite": self.name, "cell": cell.name} | ({"regime": cell.regime} if cell.regime else {})
+        tags = {"suite": self.name, "cell": cell.name} | ({"regime": cell.regime.name} if cell.regime else {})
         cfg = RunConfig(recipe=algorithms.get(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
                         seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=self.train,
                         eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, tags=tags,
                         device=self.device, threads=self.resources.threads)
         patch = self.overrides.get(recipe, {})
-        if cell.regime:  # after the recipe's own overrides: every recipe of the cell gets the regime
-            patch = merge(patch, self.regimes[cell.regime].patch())
         tuned = self.cell_overrides.get((cell.name, recipe))
         if tuned is not None:
             patch = merge(patch, unflatten({**tuned, "tags.tuned": True}))
+        if cell.regime:  # last: every recipe of the cell gets the regime, whatever it overrides
+            patch = merge(patch, cell.regime.patch())
         return cfg.with_values(patch) if patch else cfg
 
     def expand(self, only: dict[str, list[str]] | None = None) -> list[RunConfig]:
@@ -173,7 +173,7 @@ class Suite:
             for recipe in self.recipes:
                 for seed in self.seeds:
                     labels = {"recipe": recipe, "seed": str(seed), "cell": cell.name, "task": cell.task,
-                              "scale": cell.scale, "regime": cell.regime}
+                              "scale": cell.scale, "regime": cell.regime.name if cell.regime else ""}
                     if all(labels[k] in v for k, v in only.items()):
                         out.append(self.run_config(cell, recipe, seed))
         return out
@@ -182,7 +182,7 @@ class Suite:
         """The values each --only key may take in this suite."""
         return {"recipe": list(self.recipes), "seed": [str(s) for s in self.seeds],
                 "cell": [c.name for c in self.cells], "task": sorted({c.task for c in self.cells}),
-                "scale": sorted({c.scale for c in self.cells}), "regime": list(self.regimes)}
+                "scale": sorted({c.scale for c in self.cells}), "regime": [r.name for r in self.regimes]}
 
     def parse_only(self, specs: list[str]) -> dict[str, list[str]]:
         """['recipe=grpo,dapo', 'seed=0'] -> {'recipe': ['grpo', 'dapo'], 'seed': ['0']}, validated."""
@@ -271,6 +271,14 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     if f.report.baseline is not None and f.report.baseline not in f.recipes:
         raise err("report.baseline", unknown("recipe", f.report.baseline, f.recipes) + " (the suite's recipes)")
 
+    regimes = []
+    for name, table in f.regimes.items():  # in file order
+        if "name" in table:
+            raise err(f"regimes.{name}.name", "the table's key is the regime's name")
+        try:
+            regimes.append(Regime.build({"name": name, **table}, where=f"regimes.{name}"))
+        except ConfigError as e:
+            raise SuiteError(path, "", str(e)) from None
     overrides = {}
     for recipe, table in f.overrides.items():
         if recipe not in f.recipes:
@@ -280,14 +288,18 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
             if k not in OVERRIDABLE:
                 raise err(f"overrides.{recipe}.{k}", f"only {' and '.join(o + '.*' for o in OVERRIDABLE)} may be "
                           "overridden per recipe; budget, eval, task, scale and warm start stay matched within a cell")
-        if f.regimes and "updates" in patch.get("recipe", {}):
-            raise err(f"overrides.{recipe}.recipe.updates", "set by the suite's [regimes] for every recipe alike")
+        if regimes and "updates" in patch.get("recipe", {}):
+            raise err(f"overrides.{recipe}.recipe.updates", "set by the suite's [regimes] for every recipe alike, "
+                      "so a cell compares recipes at one regime")
+        if any(r.lr is not None for r in regimes) and "lr" in patch.get("train", {}):
+            raise err(f"overrides.{recipe}.train.lr", "set by the suite's [regimes] (a regime gives lr) for every "
+                      "recipe alike")
         overrides[recipe] = patch
 
     suite = Suite(name=path.stem, path=path, recipes=tuple(f.recipes), seeds=tuple(f.seeds),
-                  cells=tuple(_cells(f, err)), task_params=f.task_params, overrides=overrides, device=f.device,
+                  cells=tuple(_cells(f, regimes, err)), task_params=f.task_params, overrides=overrides, device=f.device,
                   rollout=f.rollout, resources=f.resources, description=f.description, tune=f.tune,
-                  regimes=f.regimes, report=f.report, train=f.train, eval=f.eval, warmstart=f.warmstart)
+                  regimes=tuple(regimes), report=f.report, train=f.train, eval=f.eval, warmstart=f.warmstart)
     for recipe in overrides:  # build the runs once: bad override paths and values fail here, not in a worker
         for cell in suite.cells:
             try:
@@ -297,7 +309,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     return suite
 
 
-def _cells(f: SuiteFile, err) -> list[Cell]:
+def _cells(f: SuiteFile, regimes: list[Regime], err) -> list[Cell]:
     grid = [f"{t}/{s}" for t in f.tasks for s in f.scales]
     table = f.budget if isinstance(f.budget, dict) else {g: f.budget for g in grid}
     for key in table:
@@ -312,5 +324,5 @@ def _cells(f: SuiteFile, err) -> list[Cell]:
         except ConfigError as e:
             raise err(f"budget.{g}", str(e)) from None
         t, s = g.split("/", 1)
-        cells += [Cell(t, s, budget, r) for r in (list(f.regimes) or [""])]
+        cells += [Cell(t, s, budget, r) for r in (regimes or [None])]
     return cells

@@ -207,3 +207,20 @@ def test_rollout_backend_string_and_lag(tmp_path, no_work, capsys):
     assert {c.rollout.backend for c in suites.load(p).expand()} == {"vllm"}
     assert main(RUN + ["--results", str(tmp_path), "--set", "rollout.lag=2"]) == 2
     assert "rollout.lag = 2" in capsys.readouterr().err
+
+
+def test_regime_lr_name_and_record(tmp_path):
+    p = tmp_path / "r.toml"
+    p.write_text(SUITE + "[regimes.mb4]\nminibatches = 4\nlr = 5e-5\n")
+    (cell,) = suites.load(p).cells
+    cfg = suites.load(p).run_config(cell, "grpo", 0)
+    assert cell.name == "addition/nano/mb4" and cfg.train.lr == 5e-5 and cfg.recipe.updates.minibatches == 4
+    from bench.config import Regime
+
+    assert Regime.of(cfg).record() == {"name": "mb4", "lag": 0, "epochs": 1, "minibatches": 4, "updates_per_batch": 4}
+    p.write_text(SUITE + "[regimes.mb4]\nlr = 5e-5\n[overrides.grpo]\n\"train.lr\" = 1e-3\n")
+    with pytest.raises(ValueError, match=r"overrides\.grpo\.train\.lr: set by the suite's \[regimes\]"):
+        suites.load(p)
+    p.write_text(SUITE + '[regimes."a b"]\nlag = 1\n')
+    with pytest.raises(ValueError, match=r"regimes\.a b\.name: got 'a b'; expected a string"):
+        suites.load(p)
