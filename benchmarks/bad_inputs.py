@@ -210,8 +210,8 @@ def main() -> int:
         # ---- set-up failures (a `failed` record with the real cause, one line)
         Case("run: unknown task difficulty", "setup", ["run", *TINY, "--set", "task_params.difficulty=impossible", *R],
              must="difficulty"),
-        Case("run: seed overflow", "setup", ["run", *TINY, "--seed", str(2**70), *R], must="verflow"),
-        Case("run: --device cuda on CPU torch", "setup", ["run", *TINY, "--device", "cuda", *R], must="CUDA"),
+        Case("run: seed overflow", "setup", ["run", *TINY, "--seed", str(2**70), *R], must="seed"),
+        Case("run: --device cuda on CPU torch", "setup", ["run", *TINY, "--device", "cuda", *R], must="cuda"),
         Case("run: --results is a file", "setup", ["run", *TINY, "--results", str(work / "afile")],
              prepare=lambda _: write("afile", "x")),
         Case("run: --results under /proc", "setup", ["run", *TINY, "--results", "/proc/nope/results"]),
@@ -260,7 +260,7 @@ def main() -> int:
             problems.append(f"{len(err)} stderr lines")
         if SECRET in proc.stderr + proc.stdout:
             problems.append("SECRET PRINTED")
-        if c.must and c.must not in proc.stderr + proc.stdout:
+        if c.must and c.must.lower() not in (proc.stderr + proc.stdout).lower():
             problems.append(f"no {c.must!r}")
         lost = [k for k in before if k not in after or (before[k] != after[k] and "lmeval" not in k)]
         if lost and c.kind != "corrupt" or (lost and c.kind == "corrupt" and c.rc == 0 and "report" in c.name):
