@@ -11,6 +11,8 @@ scaled rotary embeddings) keep the transformers forward: `FusedLM.of(model)` ret
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -18,7 +20,11 @@ _ARCHS = ("qwen2", "llama")
 
 
 def unsupported(model: torch.nn.Module) -> str | None:
-    """Why the fused forward cannot stand in for this model's forward, or None when it can."""
+    """Why the fused forward cannot stand in for this model's forward, or None when it can.
+    BENCH_FUSED=0 in the environment turns it off everywhere (the transformers forward: for
+    before/after comparisons such as benchmarks/gpu_check.py, and to rule it out when debugging)."""
+    if os.environ.get("BENCH_FUSED", "1") == "0":
+        return "disabled by BENCH_FUSED=0"
     cfg = getattr(model, "config", None)
     if cfg is None or getattr(cfg, "model_type", None) not in _ARCHS:
         return f"architecture {getattr(cfg, 'model_type', type(model).__name__)!r} (fused: {', '.join(_ARCHS)})"
@@ -49,6 +55,8 @@ class FusedLM:
         self.norm = inner.norm.weight
         self.lm_head = model.lm_head.weight
         self.inv_freq = inner.rotary_emb.inv_freq
+        eos = getattr(cfg, "eos_token_id", None)
+        self.eos = eos if isinstance(eos, int) else None  # a list of EOS ids: no padding skipped
         self.layers = []
         for layer in inner.layers:
             at, mlp = layer.self_attn, layer.mlp
@@ -92,8 +100,8 @@ class FusedLM:
             h = F.rms_norm(x, (self.D,), ln1, self.eps)
             qkv = F.linear(h, wqkv, bqkv).view(B, S, H + 2 * Hkv, d).transpose(1, 2)
             qk, v = qkv[:, :H + Hkv], qkv[:, H + Hkv:]
-            x1, x2 = qk.chunk(2, -1)
-            qk = qk * cos + torch.cat([-x2, x1], -1) * sin  # rotary on q and k heads at once
+            x1, x2 = qk.chunk(2, -1)  # rotary on q and k heads at once, in their dtype (bf16 under autocast)
+            qk = qk * cos.to(qk.dtype) + torch.cat([-x2, x1], -1) * sin.to(qk.dtype)
             q, k = qk[:, :H], qk[:, H:]
             if want_kv:
                 kvs.append((k, v))
@@ -131,51 +139,63 @@ def full_mask(att: torch.Tensor) -> torch.Tensor:
 def completion_logits(lm: FusedLM, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                       completion: torch.Tensor) -> torch.Tensor:
     """Logits (B, T, V) that score `completion` (B, T) after left-padded prompts (B, P), with
-    each distinct prompt computed once (prefix sharing).
+    each distinct prompt computed once (prefix sharing) and no padding after EOS computed.
 
     An RL batch holds G completions per prompt, and prompts are often as long as completions, so
     a plain forward spends most of its matmuls re-encoding the same prompt G times. Here the U
-    distinct prompts run as (U, P) and the completions as (B, T); every token-wise op (norms,
-    projections, MLP) runs once over the U·P + B·T real rows, and each completion attends to its
-    prompt's keys/values (gathered, so their gradients sum over the group) and to its own
-    causal prefix. Same function as the full forward; float summation order differs.
+    distinct prompts run as (U, P) and the completions' real tokens as a flat list; every
+    token-wise op (norms, projections, MLP) runs once over U·P + (real completion tokens) rows.
+    Each completion attends to its prompt's keys/values (gathered, so their gradients sum over
+    the group) and to its own causal prefix. Tokens after a row's first EOS (the model config's
+    `eos_token_id`) are right padding: skipped, their logits are 0 (callers mask them). Same
+    function as the full forward; float summation order differs.
     """
     B, T = completion.shape
     H, Hkv, d, D = lm.H, lm.Hkv, lm.d, lm.D
+    dev = completion.device
     P = prompt_ids.shape[1]
     keys, inv = torch.unique(torch.cat([prompt_ids, prompt_mask.long()], 1), dim=0, return_inverse=True)
     uniq, patt = keys[:, :P], keys[:, P:].bool()
-    U = uniq.shape[0]
+    U, Np = uniq.shape[0], uniq.shape[0] * P
+    real = None  # flat indices of the completion tokens up to and including each row's first EOS
+    if lm.eos is not None:
+        is_eos = (completion == lm.eos).long()
+        after = (is_eos.cumsum(1) - is_eos) > 0
+        if bool(after.any()):
+            real = (~after).flatten().nonzero().squeeze(-1)
+
+    def keep(t: torch.Tensor) -> torch.Tensor:  # (B*T, ...) -> (real tokens, ...)
+        return t if real is None else t.index_select(0, real)
+
+    def pad(t: torch.Tensor) -> torch.Tensor:  # (real tokens, ...) -> (B*T, ...), zeros elsewhere
+        return t if real is None else t.new_zeros((B * T, *t.shape[1:])).index_copy(0, real, t)
+
     ppos = (patt.long().cumsum(-1) - 1).clamp(min=0)
-    cpos = patt.sum(-1)[inv][:, None] + torch.arange(T, device=completion.device)
-    cos_p, sin_p = lm.rope(ppos)
-    cos_c, sin_c = lm.rope(cpos)
-    cos = torch.cat([cos_p[:, 0].reshape(U * P, 1, d), cos_c[:, 0].reshape(B * T, 1, d)])
-    sin = torch.cat([sin_p[:, 0].reshape(U * P, 1, d), sin_c[:, 0].reshape(B * T, 1, d)])
+    cpos = patt.sum(-1)[inv][:, None] + torch.arange(T, device=dev)
+    (cos_p, sin_p), (cos_c, sin_c) = lm.rope(ppos), lm.rope(cpos)
+    cos = torch.cat([cos_p.reshape(Np, 1, d), keep(cos_c.reshape(B * T, 1, d))])
+    sin = torch.cat([sin_p.reshape(Np, 1, d), keep(sin_c.reshape(B * T, 1, d))])
     mask_p = full_mask(patt)
-    causal = torch.ones((T, T), dtype=torch.bool, device=completion.device).tril()
+    causal = torch.ones((T, T), dtype=torch.bool, device=dev).tril()
     mask_c = torch.cat([patt[inv][:, None, None, :].expand(B, 1, T, P), causal.expand(B, 1, T, T)], -1)
-    Np = U * P
-    x = torch.cat([F.embedding(uniq, lm.embed).reshape(Np, D), F.embedding(completion, lm.embed).reshape(B * T, D)])
+    x = torch.cat([F.embedding(uniq, lm.embed).reshape(Np, D), F.embedding(keep(completion.flatten()), lm.embed)])
     for ln1, wqkv, bqkv, wo, bo, ln2, wgu, wdown in lm.layers:
         h = F.rms_norm(x, (D,), ln1, lm.eps)
         qkv = F.linear(h, wqkv, bqkv).view(-1, H + 2 * Hkv, d)
         qk, v = qkv[:, :H + Hkv], qkv[:, H + Hkv:]
         x1, x2 = qk.chunk(2, -1)
-        qk = qk * cos + torch.cat([-x2, x1], -1) * sin
-        qp, kp = qk[:Np].view(U, P, H + Hkv, d).transpose(1, 2).split([H, Hkv], 1)
-        vp = v[:Np].view(U, P, Hkv, d).transpose(1, 2)
-        qc, kc = qk[Np:].view(B, T, H + Hkv, d).transpose(1, 2).split([H, Hkv], 1)
-        vc = v[Np:].view(B, T, Hkv, d).transpose(1, 2)
+        qkv = torch.cat([qk * cos.to(qk.dtype) + torch.cat([-x2, x1], -1) * sin.to(qk.dtype), v], 1)  # rotary: q, k
+        qp, kp, vp = qkv[:Np].view(U, P, -1, d).transpose(1, 2).split([H, Hkv, Hkv], 1)
+        qc, kc, vc = pad(qkv[Np:]).view(B, T, -1, d).transpose(1, 2).split([H, Hkv, Hkv], 1)
         ap = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask_p, enable_gqa=Hkv != H)
         kf = torch.cat([kp.index_select(0, inv), kc], 2)
         vf = torch.cat([vp.index_select(0, inv), vc], 2)
         ac = F.scaled_dot_product_attention(qc, kf, vf, attn_mask=mask_c, enable_gqa=Hkv != H)
-        a = torch.cat([ap.transpose(1, 2).reshape(Np, H * d), ac.transpose(1, 2).reshape(B * T, H * d)])
+        a = torch.cat([ap.transpose(1, 2).reshape(Np, H * d), keep(ac.transpose(1, 2).reshape(B * T, H * d))])
         x = x + F.linear(a, wo, bo)
         h = F.rms_norm(x, (D,), ln2, lm.eps)
         g, u = F.linear(h, wgu).chunk(2, -1)
         x = x + F.linear(F.silu(g) * u, wdown)
     last = x[:Np].view(U, P, D)[:, -1].index_select(0, inv)[:, None]  # scores completion[:, 0]
-    x = torch.cat([last, x[Np:].view(B, T, D)[:, :-1]], 1)
+    x = torch.cat([last, pad(x[Np:]).view(B, T, D)[:, :-1]], 1)
     return F.linear(F.rms_norm(x, (D,), lm.norm, lm.eps), lm.lm_head)

@@ -85,3 +85,28 @@ def test_no_drop_mode_gives_the_same_samples_as_dropping_rows():
     b = NativeBackend(policy.model, policy.pad_id, stop, sync_every=3, drop_finished=False).generate(prompts, params)
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.mask, b.mask) and torch.equal(a.truncated, b.truncated)
     assert torch.allclose(a.logp, b.logp, atol=1e-6)
+
+
+def test_prefix_sharing_and_padding_skip_keep_every_real_logprob():
+    """Rows sharing a prompt and rows padded after EOS: the shared, padding-free forward gives the
+    full forward's log-prob on every real token (up to and including EOS)."""
+    policy = _policy("micro")
+    prompts, *_ = _batch(policy, 4)
+    rep = [p for p in prompts for _ in range(3)]
+    ids, att = left_pad(rep, policy.pad_id)
+    comp = torch.randint(4, 60, (len(rep), 9), generator=torch.Generator().manual_seed(1))
+    eos = policy.eos_id
+    ends = [2, 8, 4, 0, 5, 8, 1, 3, 6, 7, 2, 4]  # EOS column of each row (8: the last column)
+    mask = torch.zeros_like(comp, dtype=torch.float)
+    for r, e in enumerate(ends):
+        comp[r, e], mask[r, :e + 1] = eos, 1.0
+        comp[r, e + 1:] = policy.pad_id
+    assert policy.model.config.eos_token_id == eos
+    got, _ = sequence_logprobs(policy.model, ids, att, comp)
+    seq = torch.cat([ids, comp], 1)
+    full = torch.cat([att, torch.ones_like(comp)], 1)
+    pos = (full.cumsum(-1) - 1).clamp(min=0)
+    ref = policy.model(input_ids=seq, attention_mask=full, position_ids=pos).logits[:, ids.shape[1] - 1:-1]
+    want = ref.log_softmax(-1).gather(-1, comp[..., None]).squeeze(-1)
+    m = mask.bool()
+    assert torch.allclose(got[m], want[m], atol=2e-5), (got[m] - want[m]).abs().max()
