@@ -101,23 +101,56 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class EvalSchedule:
+    """When held-out evaluations happen, as fractions of the budget (always at 0 and at 1).
+
+    spacing "linear": every `every` of the budget (0.1: 11 points). spacing "log": `points`
+    fractions log-spaced from `first` to 1, plus 0, dense early where the learning curve bends, so
+    the sigmoid fit's midpoint and compute-to-threshold are identifiable (0.01 and 8 points: 0, 0.01,
+    0.019, 0.037, 0.072, 0.14, 0.27, 0.52, 1); `every` is not used then.
+    """
+
     every: float = 0.1  # evaluate at every `every` fraction of the budget (and at 0 and 1)
     n_examples: int = 200
     k: int = 4
     temperature: float = 1.0
+    spacing: Literal["linear", "log"] = "linear"
+    points: int = 8  # log spacing: evaluation points above 0, the last at 1
+    first: float = 0.01  # log spacing: the first evaluation point above 0
 
     def __post_init__(self) -> None:
-        if not 0 < self.every <= 1 or abs(round(1 / self.every) * self.every - 1) > 1e-9:
+        if self.spacing not in ("linear", "log"):
+            raise ValueError(f"eval.spacing must be 'linear' or 'log', got {self.spacing!r}")
+        if self.spacing == "linear" and (
+                not 0 < self.every <= 1 or abs(round(1 / self.every) * self.every - 1) > 1e-9):
             raise ValueError(f"eval.every must be 1/n for an integer n >= 1 (e.g. 0.1, 0.25), got {self.every}")
+        if self.spacing == "log":
+            if isinstance(self.points, bool) or not isinstance(self.points, int) or not 2 <= self.points <= 100:
+                raise ValueError(f"eval.points must be an integer in [2, 100] with spacing 'log', got {self.points!r}")
+            if not 0 < self.first < 1:
+                raise ValueError(f"eval.first must be in (0, 1) with spacing 'log', got {self.first!r}")
         EvalConfig(n_examples=self.n_examples, k=self.k, temperature=self.temperature)  # validates
 
     @property
     def fractions(self) -> list[float]:
+        if self.spacing == "log":
+            n = self.points
+            return [0.0] + [round(self.first ** (1 - i / (n - 1)), 12) for i in range(n - 1)] + [1.0]
         n = round(1 / self.every)
         return [i / n for i in range(n + 1)]
 
     def eval_config(self) -> EvalConfig:
         return EvalConfig(n_examples=self.n_examples, k=self.k, temperature=self.temperature)
+
+    def canonical(self) -> dict:
+        """The hashed form: the fields of linear spacing as before log spacing existed (so run ids
+        of linear schedules are unchanged); with log spacing, its fields instead of `every`."""
+        d = dataclasses.asdict(self)
+        if self.spacing == "linear":
+            for k in ("spacing", "points", "first"):
+                del d[k]
+        else:
+            del d["every"]
+        return d
 
 
 @dataclass(frozen=True)
@@ -154,7 +187,7 @@ class RunConfig:
             "budget": dataclasses.asdict(self.budget),
             "seed": self.seed,
             "train": _train_dict(self.train),
-            "eval": dataclasses.asdict(self.eval),
+            "eval": self.eval.canonical(),
             "warmstart": dataclasses.asdict(self.warmstart),
             "rollout": self.rollout,
             "tags": dict(self.tags),

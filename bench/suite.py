@@ -26,6 +26,12 @@
     [tune]                            # `bench tune` settings and search spaces (bench/tune/settings.py)
     trials = 8
 
+    [report]                          # how the report decides (not hashed: changing it reruns nothing)
+    primary = "auc"                   # auc | final | plateau | compute_to:0.5 (declared before the runs)
+    baseline = "grpo"                 # what every recipe is compared with, paired by seed
+    margin = 0.02                     # equivalence margin and the difference the power analysis sizes for
+    plateau_from = 0.75               # plateau: mean accuracy of the evaluations at >= this fraction
+
 Every run of a cell gets the same budget, evaluation fractions, task and warm start; overrides
 may change only the recipe and its training settings, so comparisons stay matched. Errors name
 the file, the key and the valid choices.
@@ -51,7 +57,7 @@ from bench.warmstart import WarmStartConfig
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 REQUIRED = ("recipes", "seeds", "tasks", "scales", "budget")
 OPTIONAL = ("description", "device", "rollout", "task_params", "train", "eval", "warmstart", "resources", "overrides",
-            "tune")
+            "tune", "report")
 SECTIONS = {"train": TrainConfig, "eval": EvalSchedule, "warmstart": WarmStartConfig}
 OVERRIDABLE = ("recipe.", "train.")  # budget, eval, task, scale, warm start stay matched within a cell
 FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale")
@@ -88,6 +94,60 @@ class Resources:
             raise ValueError(f"gpus_per_run must be > 0, got {self.gpus_per_run}")
 
 
+PRIMARY_METRICS = ("auc", "final", "plateau", "compute_to:<accuracy>")
+DEFAULT_PRIMARY = "auc"
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """A suite's `[report]` table: the analysis declared before the runs (never hashed).
+
+    primary   the metric the leaderboard sorts, marks and sizes power by: auc (mean held-out accuracy
+              over the budget), final (accuracy at the end), plateau (mean accuracy of the
+              evaluations at fractions >= plateau_from) or compute_to:X (the fraction of the budget
+              at which accuracy first reaches X; lower is better)
+    baseline  the recipe every other is compared with (default: grpo when the suite has it, else
+              its first recipe)
+    margin    differences smaller than this (in the primary metric's units) count as no difference:
+              the equivalence margin, and the difference the report says how many seeds would detect
+    declared  whether the suite file declared `primary` (the report says which default it used)
+    """
+
+    primary: str = DEFAULT_PRIMARY
+    baseline: str | None = None
+    margin: float = 0.02
+    plateau_from: float = 0.75
+    declared: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.primary, str) or not (self.primary in ("auc", "final", "plateau")
+                                                     or self.primary.startswith("compute_to:")):
+            raise ValueError(unknown("primary metric", self.primary, list(PRIMARY_METRICS)))
+        if self.primary.startswith("compute_to:"):
+            raw = self.primary.split(":", 1)[1]
+            try:
+                level = float(raw)
+            except ValueError:
+                raise ValueError(f"primary {self.primary!r}: the threshold {raw!r} is not a number "
+                                 "(e.g. compute_to:0.5)") from None
+            if not 0 < level <= 1:
+                raise ValueError(f"primary {self.primary!r}: the accuracy threshold must be in (0, 1]")
+        if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)) or not 0 < self.margin < 1:
+            raise ValueError(f"margin must be a number in (0, 1), got {self.margin!r}")
+        if (isinstance(self.plateau_from, bool) or not isinstance(self.plateau_from, (int, float))
+                or not 0 <= self.plateau_from < 1):
+            raise ValueError(f"plateau_from must be a number in [0, 1), got {self.plateau_from!r}")
+
+    @property
+    def threshold(self) -> float | None:
+        """compute_to's accuracy level, else None."""
+        return float(self.primary.split(":", 1)[1]) if self.primary.startswith("compute_to:") else None
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.threshold is None
+
+
 @dataclass(frozen=True)
 class Suite:
     name: str
@@ -105,6 +165,7 @@ class Suite:
     resources: Resources = Resources()
     description: str = ""
     tune: dict = field(default_factory=dict)  # the [tune] table, validated by bench.tune when it tunes
+    report: ReportSettings = ReportSettings()
     # (cell name, recipe) -> ("path=json", ...): tuned values (`bench suite --tuned`), applied last
     cell_overrides: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
@@ -233,6 +294,13 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     if not isinstance(description, str):
         raise err("description", "expected a string")
     tune = _table(data.get("tune", {}), "tune", err)
+    report_table = _table(data.get("report", {}), "report", err)
+    report = _section(ReportSettings, {k: v for k, v in report_table.items() if k != "declared"}
+                      | ({"declared": True} if "primary" in report_table else {}), "report", err)
+    if "declared" in report_table:
+        raise err("report.declared", unknown("[report] field", "declared", ["primary", "baseline", "margin", "plateau_from"]))
+    if report.baseline is not None and report.baseline not in recipes:
+        raise err("report.baseline", unknown("recipe", report.baseline, recipes) + " (the baseline is one of the suite's recipes)")
 
     overrides: dict[str, tuple[str, ...]] = {}
     for recipe, table in _table(data.get("overrides", {}), "overrides", err).items():
@@ -250,7 +318,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
 
     suite = Suite(name=path.stem, path=path, recipes=tuple(recipes), seeds=tuple(seeds), cells=tuple(cells),
                   task_params=task_params, overrides=overrides, device=device, rollout=rollout,
-                  resources=resources, description=description, tune=tune, **sections)
+                  resources=resources, description=description, tune=tune, report=report, **sections)
     for recipe in overrides:  # build the runs once: bad override paths and values fail here, not in a worker
         for cell in cells:
             try:

@@ -64,25 +64,35 @@ def _legend_outside(fig, axes) -> None:
     fig.tight_layout()
 
 
-def leaderboard(board: pl.DataFrame, cells: list[str], colors: dict) -> plt.Figure:
-    """Final accuracy per recipe: mean (dot), 95% bootstrap interval (bar), IQM (cross), marks."""
+def leaderboard(board: pl.DataFrame, cells: list[str], colors: dict, base: str, metric: str, margin: float) -> plt.Figure:
+    """Paired difference from the baseline on the primary metric per recipe: mean over shared seeds
+    (dot) with its 95% paired t interval (bar); shaded: ±margin; dotted: ±the cell's median MDD."""
     fig, axes = _axes(len(cells), w=5.5, h=0.35 * board["recipe"].n_unique() + 1.2)
     for ax, cell in zip(axes[0], cells):
         b = board.filter(pl.col("cell") == cell)
+        ax.axvspan(-margin, margin, color="0.9", zorder=0)
+        ax.axvline(0, color="0.4", lw=0.8)
+        mdd = b["mdd"].drop_nulls()
+        if mdd.len():
+            for sgn in (-1, 1):
+                ax.axvline(sgn * float(mdd.median()), color="0.5", lw=0.8, ls=":")
         for i, r in enumerate(b.iter_rows(named=True)):
-            if r["acc_mean"] is None or not math.isfinite(r["acc_mean"]):
-                continue
             c = colors[r["recipe"]]
-            ax.errorbar(r["acc_mean"], i, xerr=[[r["acc_mean"] - r["acc_lo"]], [r["acc_hi"] - r["acc_mean"]]],
-                        fmt="o", color=c, capsize=3)
-            ax.plot(r["acc_iqm"], i, "x", color="black", ms=5)
-            if r["mark"] and r["mark"] != "baseline":
-                ax.annotate(r["mark"], (r["acc_hi"], i), xytext=(4, -4), textcoords="offset points", fontsize=12)
+            if r["recipe"] == base:
+                ax.plot(0, i, "D", color=c)
+                continue
+            if r["diff"] is None or not math.isfinite(r["diff"]):
+                continue
+            lo = r["diff_lo"] if r["diff_lo"] is not None else r["diff"]
+            hi = r["diff_hi"] if r["diff_hi"] is not None else r["diff"]
+            ax.errorbar(r["diff"], i, xerr=[[r["diff"] - lo], [hi - r["diff"]]], fmt="o", color=c, capsize=3)
+            if r["mark"]:
+                ax.annotate(r["mark"], (hi, i), xytext=(4, -4), textcoords="offset points", fontsize=12)
         labels = [f"{r['recipe']} (n={r['n']}/{r['expected']})" for r in b.iter_rows(named=True)]
         ax.set_yticks(range(len(labels)), labels)
         ax.invert_yaxis()
         ax.set_title(cell)
-        ax.set_xlabel("final held-out greedy accuracy")
+        ax.set_xlabel(f"{metric}: recipe − {base}, paired by seed")
     fig.tight_layout()
     return fig
 

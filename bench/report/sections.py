@@ -71,8 +71,36 @@ def _count(runs: pl.DataFrame, status: str) -> int:
     return runs.filter(pl.col("status") == status).height
 
 
+PRIMARY_TEXT = {
+    "auc": "AUC, the mean held-out greedy accuracy over the budget (area under accuracy against the fraction "
+           "of compute spent)",
+    "final": "final held-out greedy accuracy at the end of the budget",
+    "plateau": "plateau accuracy, the mean held-out greedy accuracy of the evaluations at fractions ≥ {from_:g} of "
+               "the budget",
+}
+
+
+def primary_text(ctx: Context) -> str:
+    rs = ctx.suite.report
+    if rs.threshold is not None:
+        return (f"compute to {rs.threshold:g} accuracy, the fraction of the budget at which held-out greedy accuracy "
+                "first reaches it (interpolated between evaluations; a run that never reaches it counts as 1.0, "
+                "the whole budget); lower is better")
+    return PRIMARY_TEXT[rs.primary].format(from_=rs.plateau_from)
+
+
+def declared_text(ctx: Context) -> str:
+    rs = ctx.suite.report
+    if rs.declared:
+        return f"Primary metric (declared in the suite file's [report] table): {primary_text(ctx)}."
+    return (f"Primary metric: {primary_text(ctx)}. The suite file declares none, so this is the default "
+            f"(`[report] primary = \"{rs.primary}\"`); declare one before running to make the comparison "
+            "confirmatory.")
+
+
 def summary(ctx: Context) -> list:
-    runs, board = ctx.data.runs, ctx.tables["leaderboard"]
+    runs, board, pw = ctx.data.runs, ctx.tables["leaderboard"], ctx.tables["power"]
+    rs = ctx.suite.report
     out = [Heading(2, "Summary")]
     if ctx.suite.description:
         out.append(Para(ctx.suite.description))
@@ -82,24 +110,43 @@ def summary(ctx: Context) -> list:
                     f"diverged, {_count(runs, 'failed')} failed, {_count(runs, 'missing')} without a record. "
                     "Statistics use finished runs only; the others are listed under "
                     "\"Failed, diverged and missing runs\"."))
+    out.append(Para(declared_text(ctx) + f" Every recipe is compared with {ctx.base}, paired by seed, "
+                    "Holm-corrected within a cell; a comparison is decided when it finds a difference (adjusted "
+                    f"p < 0.05) or rules out one of {rs.margin:g} or more (equivalence), and undecided otherwise."))
     if ctx.data.stale:
         out.append(Para(_stale_text(ctx)))
     for cell in ctx.cells:
-        b = board.filter((pl.col("cell") == cell) & pl.col("acc_mean").is_not_null())
+        b = board.filter((pl.col("cell") == cell) & pl.col("primary_mean").is_not_null())
         if not b.height:
             out.append(Para(f"{cell}: no finished run yet."))
             continue
         best = b.row(0, named=True)
-        ref = b.filter(pl.col("recipe") == ctx.base)
-        ref_txt = (f"; baseline {ctx.base} {ci(ref['acc_mean'][0], ref['acc_lo'][0], ref['acc_hi'][0])}"
-                   if ref.height else "")
-        better = b.filter(pl.col("mark").is_in(["*", "+"]) & (pl.col("p_improve") > 0.5))["recipe"].to_list()
-        worse = b.filter(pl.col("mark").is_in(["*", "+"]) & (pl.col("p_improve") < 0.5))["recipe"].to_list()
+        p = pw.filter((pl.col("cell") == cell) & pl.col("primary")).row(0, named=True)
+        by = {v: b.filter(pl.col("verdict") == v)["recipe"].to_list()
+              for v in ("better", "worse", "equivalent", "undecided")}
+        n_cmp = sum(len(v) for v in by.values())
+        decided = n_cmp - len(by["undecided"])
+        need = p["seeds_for_margin"]
+        power_txt = (f"With {p['seeds']} paired seeds the minimum detectable difference (80% power, α = 0.05) is "
+                     f"{num(p['mdd'])} (pooled paired SD {num(p['sd_pooled'])}); detecting {rs.margin:g} would take "
+                     f"{_seeds(need)} seeds." if p["seeds"] >= 2 else
+                     "Fewer than 2 paired seeds: no comparison can be made.")
         out.append(Para(
-            f"{cell}: highest mean final accuracy {best['recipe']} {ci(best['acc_mean'], best['acc_lo'], best['acc_hi'])}"
-            f"{ref_txt}. Marked better than {ctx.base}: {', '.join(better) or 'none'}; marked worse: "
-            f"{', '.join(worse) or 'none'}."))
+            f"{cell}: best {rs.primary} {best['recipe']} {ci(best['primary_mean'], best['primary_lo'], best['primary_hi'])}. "
+            f"{decided} of {n_cmp} comparisons with {ctx.base} are decided: better {_names(by['better'])}; worse "
+            f"{_names(by['worse'])}; equivalent within ±{rs.margin:g} {_names(by['equivalent'])}. Undecided: "
+            f"{_names(by['undecided'])}. {power_txt}"))
     return out
+
+
+def _names(xs: list[str]) -> str:
+    return ", ".join(xs) if xs else "none"
+
+
+def _seeds(n) -> str:
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "an unknown number of"
+    return "more than 10,000" if math.isinf(n) else f"{int(n)}"
 
 
 def _stale_text(ctx: Context) -> str:
@@ -111,34 +158,76 @@ def _stale_text(ctx: Context) -> str:
 
 def leaderboard(ctx: Context) -> list:
     board = ctx.tables["leaderboard"]
-    n_seeds = len(ctx.suite.seeds)
+    rs = ctx.suite.report
+    sign = "" if rs.higher_is_better else " (lower is better)"
     out = [Heading(2, "Leaderboard"),
-           Para("Final held-out greedy accuracy at the end of the budget over finished seeds: mean and IQM "
-                "(interquartile mean; with fewer than 4 seeds nothing is trimmed and it equals the mean) with 95% "
-                "percentile bootstrap intervals over seeds; AUC is the mean accuracy over the budget (area under "
-                "accuracy against the fraction of compute spent). P(>" + ctx.base + ") is the probability of "
-                "improvement, P(X > Y) + ½P(X = Y) over seed pairs (the Mann–Whitney U statistic / n_x n_y), with "
-                "a stratified bootstrap interval; p is the two-sided Mann–Whitney test, exact over every split of the "
-                "pooled seeds, ties included."),
-           Para("Marks: `*` when the Mann–Whitney p < 0.05; `+` when only the bootstrap interval of P(improvement) "
-                "excludes 0.5 (rliable's reading; with few seeds this interval is too narrow, so treat `+` as a "
-                "lead to follow up, not a finding)."
-                + (f" With {n_seeds} seeds per recipe the smallest attainable two-sided p is "
-                   f"{2 / math.comb(2 * n_seeds, n_seeds):.2g}, so `*` {'cannot' if 2 / math.comb(2 * n_seeds, n_seeds) >= 0.05 else 'can'} occur."
-                   if n_seeds >= 1 else ""))]
+           Para(f"Sorted by the primary metric, {rs.primary}{sign}: mean over finished seeds with a 95% percentile "
+                f"bootstrap interval. Δ is the paired difference from {ctx.base}: the mean over shared seeds of "
+                f"recipe − {ctx.base} with its 95% paired t interval (seed s gives every recipe the same prompts, "
+                "warm start and sampling seeds, so seed-to-seed variation cancels in the difference). p is the "
+                "two-sided paired t-test, p_Holm its Holm adjustment over the cell's comparisons with the baseline. "
+                "MDD is the difference that test would detect with 80% power at α = 0.05 given the observed spread "
+                f"of the paired differences; \"seeds for {rs.margin:g}\" the seeds that would detect a difference of "
+                f"{rs.margin:g}. Verdict: better or worse when p_Holm < 0.05 (marked `*`); equivalent when the 90% "
+                f"paired interval lies inside ±{rs.margin:g} (two one-sided tests at α = 0.05); else undecided."),
+           Para("Why paired t: an exact sign-flip or signed-rank test cannot go below p = 0.25 with 3 seeds, so it "
+                "could never decide at laptop seed counts; the t-test's false-positive rate on binomial accuracies "
+                "is checked by simulation in the tests (≤ 5% at 3 and at 10 seeds). The `+` mark of earlier reports "
+                "(a bootstrap interval of P(improvement) excluding 0.5) fired in about one null comparison in six at "
+                "3 seeds and is gone.")]
     for cell in ctx.cells:
         out.append(Heading(3, cell))
         out.append(table(board.filter(pl.col("cell") == cell), {
             "recipe": lambda r: r["recipe"], "n": lambda r: f"{r['n']}/{r['expected']}",
-            "final acc, mean [95% CI]": lambda r: ci(r["acc_mean"], r["acc_lo"], r["acc_hi"]),
-            "IQM [95% CI]": lambda r: ci(r["acc_iqm"], r["iqm_lo"], r["iqm_hi"]),
-            "AUC [95% CI]": lambda r: ci(r["auc_mean"], r["auc_lo"], r["auc_hi"]),
-            f"P(>{ctx.base}) [95% CI]": lambda r: ci(r["p_improve"], r["p_lo"], r["p_hi"], ".2f"),
-            "MW p": lambda r: num(r["mw_p"], ".2f"), "mark": lambda r: r["mark"],
+            f"{rs.primary} [95% CI]": lambda r: ci(r["primary_mean"], r["primary_lo"], r["primary_hi"]),
+            f"Δ vs {ctx.base} [95% CI]": lambda r: ci(r["diff"], r["diff_lo"], r["diff_hi"], "+.3f"),
+            "p": lambda r: num(r["p"], ".3f"), "p_Holm": lambda r: num(r["p_holm"], ".3f"),
+            "MDD": lambda r: num(r["mdd"], ".3f"), f"seeds for {rs.margin:g}": lambda r: _seeds_cell(r["seeds_for_margin"]),
+            "verdict": lambda r: r["verdict"] + (" *" if r["mark"] == "*" else ""),
             "not finished": lambda r: _not_finished(r)}))
-    out.append(ctx.figure("leaderboard.png", F.leaderboard(board, ctx.cells, ctx.colors),
-                          "Final accuracy: mean (dot) with 95% bootstrap interval, IQM (×), marks as in the table."))
+    out.append(Para("Secondary metrics (not marked): final accuracy (mean and IQM, which with fewer than 4 seeds trims "
+                    "nothing and equals the mean), AUC and plateau accuracy, each with a 95% bootstrap interval over "
+                    f"seeds, and P(>{ctx.base}), the share of seed pairs in which the recipe beat the baseline "
+                    "(ties ½), with a bootstrap interval; descriptive only."))
+    for cell in ctx.cells:
+        out.append(Heading(3, f"{cell}: secondary metrics"))
+        out.append(table(board.filter(pl.col("cell") == cell), {
+            "recipe": lambda r: r["recipe"],
+            "final [95% CI]": lambda r: ci(r["final_mean"], r["final_lo"], r["final_hi"]),
+            "final IQM": lambda r: num(r["final_iqm"]),
+            "AUC [95% CI]": lambda r: ci(r["auc_mean"], r["auc_lo"], r["auc_hi"]),
+            "plateau [95% CI]": lambda r: ci(r["plateau_mean"], r["plateau_lo"], r["plateau_hi"]),
+            f"P(>{ctx.base}) [95% CI]": lambda r: ci(r["p_improve"], r["p_improve_lo"], r["p_improve_hi"], ".2f")}))
+    out.append(ctx.figure("leaderboard.png", F.leaderboard(board, ctx.cells, ctx.colors, ctx.base, rs.primary, rs.margin),
+                          f"Paired difference from {ctx.base} on {rs.primary}: mean over seeds (dot) with its 95% "
+                          f"paired t interval; shaded ±{rs.margin:g} (the equivalence margin), dotted ±the cell's "
+                          "median MDD; `*` where Holm-adjusted p < 0.05."))
     return out
+
+
+def power(ctx: Context) -> list:
+    pw = ctx.tables["power"]
+    rs = ctx.suite.report
+    out = [Heading(2, "Power: what this suite can decide"),
+           Para("Per cell and metric, over the comparisons with the baseline: the pooled standard deviation of the "
+                "paired per-seed differences, the minimum detectable difference (MDD) of the paired t-test at 80% "
+                "power and α = 0.05 with the cell's seeds (noncentral t with n − 1 degrees of freedom; Holm's "
+                "correction makes the first comparison of a cell stricter still), the seeds that would detect "
+                f"{rs.margin:g}, and how many comparisons found a difference (Holm p < 0.05), were shown equivalent "
+                f"within ±{rs.margin:g}, or are undecided. A metric with a smaller MDD separates recipes at less cost.")]
+    out.append(table(pw, {
+        "cell": lambda r: r["cell"], "metric": lambda r: r["metric"] + (" (primary)" if r["primary"] else ""),
+        "seeds": lambda r: str(r["seeds"]), "paired SD": lambda r: num(r["sd_pooled"], ".4f"),
+        "MDD": lambda r: num(r["mdd"], ".3f"), f"seeds for {rs.margin:g}": lambda r: _seeds_cell(r["seeds_for_margin"]),
+        "different": lambda r: str(r["different"]), "equivalent": lambda r: str(r["equivalent"]),
+        "undecided": lambda r: f"{r['undecided']} of {r['comparisons']}"}))
+    return out
+
+
+def _seeds_cell(n) -> str:
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "-"
+    return ">10000" if math.isinf(n) else str(int(n))
 
 
 def _not_finished(r: dict) -> str:
@@ -176,10 +265,15 @@ def accuracy(ctx: Context) -> list:
 def _eval_points_text(ctx: Context) -> str:
     ev = finished(ctx.data.evals).filter(pl.col("fraction") > 0)
     n = ev["fraction"].n_unique()
-    return (f"The evaluations sit at {n} compute point{'s' if n != 1 else ''} above zero (the suite's "
-            f"eval.every = {ctx.suite.eval.every:g}); three free parameters on so few points identify a curve only "
-            "when it clearly bends inside the budget. Denser evaluations (a smaller eval.every) or a larger budget "
-            "pin it down better.")
+    e = ctx.suite.eval
+    sched = (f"eval.spacing = \"log\" from {e.first:g}, {e.points} points" if e.spacing == "log"
+             else f"eval.every = {e.every:g}")
+    text = (f"The evaluations sit at {n} compute point{'s' if n != 1 else ''} above zero (the suite's {sched}); "
+            "three free parameters identify a curve only when points sit on both sides of its bend.")
+    if e.spacing == "linear":
+        text += (" A curve that rises before the first evaluation leaves the bend unseen: `eval.spacing = \"log\"` "
+                 "places the points densely early (e.g. 0.01, 0.02, 0.04, … 1).")
+    return text
 
 
 def length(ctx: Context) -> list:
@@ -243,7 +337,7 @@ def clipping(ctx: Context) -> list:
     clip = ctx.tables["clipping"]
     one = clip.filter(pl.col("updates_per_batch") == 1)["recipe"].unique(maintain_order=True).to_list()
     many = clip.filter(pl.col("updates_per_batch") > 1)["recipe"].unique(maintain_order=True).to_list()
-    out = [Heading(2, "Clipping")]
+    out = [Heading(2, "Clipping and off-policy")]
     if one:
         out.append(Para(f"Zero by construction: {', '.join(one)} make one optimizer update per rollout batch, so the "
                         "ratio π/π_old is exactly 1 at the update and no clip can bind (ALGORITHMS.md, convention 8). "
@@ -262,6 +356,52 @@ def clipping(ctx: Context) -> list:
     else:
         out.append(Para("No recipe in this suite makes more than one update per batch, so there is no clip-fraction "
                         "curve to draw."))
+    out += off_policy(ctx)
+    return out
+
+
+def off_policy(ctx: Context) -> list:
+    """How far each update's policy was from the one that sampled its batch (ratio telemetry)."""
+    table_ = ctx.tables.get("off_policy")
+    out = [Heading(3, "Ratio telemetry")]
+    if table_ is None:
+        return out + [Para("Ratio telemetry (share of tokens with |ρ − 1| > 0.2, mean |log ρ|, the sequence-level "
+                           "ratio) is not logged in these runs: they were recorded before the engine logged it.")]
+    out.append(Para("Per cell and recipe over the finished runs' steps: the share of trained tokens whose ratio "
+                    "ρ = π/π_old is more than 0.2 from 1, the mean |log ρ|, the largest token ratio and the largest "
+                    "sequence-level ratio (GSPO's length-normalised exp(mean log ρ)) seen in any step, and the "
+                    "rollout lag (the policy versions between the sampler and the update)."))
+    out.append(table(table_, {
+        "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "lag": lambda r: num(r["lag"], ".0f"),
+        "|ρ−1| > 0.2": lambda r: num(r["ratio_dev_frac"], ".4f"), "mean |log ρ|": lambda r: num(r["log_ratio_abs"], ".4f"),
+        "max ρ": lambda r: num(r["ratio_max"], ".3g"), "max seq ρ": lambda r: num(r["seq_ratio_max"], ".3g")}))
+    out.append(ctx.figure("off_policy.png", F.step_metrics(
+        ctx.curves, {"policy/ratio_dev_frac": "share |ρ − 1| > 0.2", "policy/log_ratio_abs_mean": "mean |log ρ|",
+                     "policy/clip_frac_low": "clip fraction low", "policy/clip_frac_high": "clip fraction high"},
+        ctx.cells, ctx.budgets, ctx.colors, ctx.xlabels),
+        "Off-policy drift and clipping against compute, one column per cell (a cell fixes the off-policy regime)."))
+    return out
+
+
+def group_weights(ctx: Context) -> list:
+    """Does std normalisation up-weight low-variance groups? (per-group logging)"""
+    g = ctx.tables.get("group_weights")
+    out = [Heading(2, "Group reward spread and gradient weight")]
+    if g is None:
+        return out + [Para("Per-group statistics (quantiles of the groups' reward std, the share of gradient weight "
+                           "on low-variance groups) are not logged in these runs: they were recorded before the "
+                           "engine logged them.")]
+    out.append(Para("Per step, the groups with a nonzero reward std are split at the step's median std. "
+                    "\"weight on low-std\" is the share of the step's gradient weight (Σ over a group's tokens of "
+                    "|advantage| × aggregation weight) on the groups below the median; \"low-std groups\" their share "
+                    "of the groups. A weight share above the group share means low-variance groups are up-weighted "
+                    "(what std normalisation does, per Dr. GRPO); means over steps and finished seeds."))
+    out.append(table(g, {
+        "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"],
+        "group std q10 / q50 / q90": lambda r: " / ".join(num(r[k], ".3f") for k in ("group_std_q10", "group_std_q50",
+                                                                                  "group_std_q90")),
+        "weight on low-std": lambda r: num(r["low_std_weight"], ".3f"),
+        "low-std groups": lambda r: num(r["low_std_groups"], ".3f")}))
     return out
 
 
@@ -354,9 +494,14 @@ def build_tables(ctx: Context) -> None:
     s, d = ctx.suite, ctx.data
     ctx.tables["runs"] = T.runs_table(d)
     ctx.tables["leaderboard"] = T.leaderboard(s, d)
+    ctx.tables["power"] = T.power(s, d)
     ctx.tables["sigmoid_fits"] = T.sigmoid_fits(s, d)
     ctx.tables["length_bias"] = T.length_bias(s, d)
     ctx.tables["clipping"] = T.clipping(s, d)
+    for name, metrics in (("off_policy", T.OFF_POLICY_METRICS), ("group_weights", T.GROUP_METRICS)):
+        frame = T.step_summary(s, d, metrics)
+        if frame is not None:
+            ctx.tables[name] = frame
     ctx.tables["recipe_diffs"] = T.recipe_diffs(s)
     lmax = max_new_tokens(s, d, ctx.cells[0])
     lens = finished(d.steps).filter(pl.col("cell") == ctx.cells[0])["len/mean"].drop_nans().drop_nulls()
@@ -364,7 +509,9 @@ def build_tables(ctx: Context) -> None:
     ctx.tables["grad_weights"] = T.grad_weights(s, lmax, ref_len, list(range(1, lmax + 1)))
     ctx.grad_ref = (ref_len, lmax)
     ctx.curves = T.curve_frame(d, ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high",
-                                   "policy/entropy"])
+                                   "policy/entropy"] + [m for m in ("policy/ratio_dev_frac", "policy/log_ratio_abs_mean")
+                                                        if m in d.steps.columns])
 
 
-SECTIONS = (summary, leaderboard, accuracy, length, kl, clipping, entropy, recipes, tuning, problems, manifest)
+SECTIONS = (summary, leaderboard, power, accuracy, length, kl, clipping, entropy, group_weights, recipes, tuning, problems,
+            manifest)

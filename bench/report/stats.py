@@ -8,6 +8,10 @@ depends only on its inputs and the seed, never on what was computed before it.
     prob_improvement             P(X > Y) + ½ P(X = Y) = U / (n_x n_y), Mann–Whitney U of X over Y
     prob_improvement_ci          its stratified bootstrap interval (X and Y resampled separately)
     mann_whitney_p               two-sided Mann–Whitney p-value (exact for small samples, no ties)
+    paired_t                     paired comparison by seed: mean difference, t interval, two-sided p
+    holm                         Holm's step-down adjustment of a family of p-values
+    paired_mdd, seeds_needed     minimum detectable difference at a power, and seeds for a given one
+    equivalent                   TOST: the (1 − 2α) interval of the difference inside ±margin
     curve_auc                    normalised area under an accuracy–compute curve
     linear_slope                 least-squares slope
     fit_sigmoid                  ScaleRL's saturating fit R_C = R0 + (A − R0) / (1 + (C_mid / C)^B)
@@ -126,6 +130,138 @@ def _u(a: np.ndarray, b: np.ndarray) -> float:
     """Mann–Whitney U of a against b: pairs with a > b, ties counting ½."""
     d = a[:, None] - b[None, :]
     return float((d > 0).sum() + 0.5 * (d == 0).sum())
+
+
+# ---------------------------------------------------------------------------------------------
+# Paired comparisons (seeds are shared across recipes: seed s gives every recipe the same prompts,
+# warm start and sampling seeds, so recipe − baseline differences are taken within a seed).
+
+ALPHA = 0.05
+POWER = 0.8
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A paired comparison of x against y over the seeds both have (d = x − y per seed).
+
+    n: pairs; diff: mean of d; sd: its standard deviation (ddof 1); lo, hi: the two-sided (1 − α)
+    t interval of the mean difference; p: two-sided paired t-test p-value (nan under 2 pairs;
+    0 or 1 when every d is the same: a constant nonzero difference, or none)."""
+
+    n: int
+    diff: float
+    sd: float
+    lo: float
+    hi: float
+    p: float
+
+
+def paired(x: dict, y: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Values of x and y (dicts seed -> value) at the seeds where both are finite, in seed order."""
+    keys = sorted(k for k in x.keys() & y.keys() if math.isfinite(x[k]) and math.isfinite(y[k]))
+    return np.array([x[k] for k in keys], dtype=np.float64), np.array([y[k] for k in keys], dtype=np.float64)
+
+
+def paired_t(x, y, alpha: float = ALPHA) -> Paired:
+    """Paired t-test of x against y (equal-length arrays, element i of each from seed i).
+
+    Why t and not a rank or sign-flip test: with 3 seeds an exact sign-flip test cannot go below
+    p = 2/2³ = 0.25 and Wilcoxon's signed-rank likewise, so they could never decide anything at
+    the seed counts a laptop affords; the t-test is exact when seed-to-seed differences are normal,
+    which accuracies averaged over hundreds of held-out problems are close to (its false-positive
+    rate on binomial accuracies is checked by simulation in tests/report/test_stats.py).
+    """
+    from scipy.stats import t as student
+
+    xa, ya = _finite_pairs(x, y)
+    d = xa - ya
+    n = int(d.size)
+    nan = math.nan
+    if n == 0:
+        return Paired(0, nan, nan, nan, nan, nan)
+    diff = float(d.mean())
+    if n < 2:
+        return Paired(n, diff, nan, nan, nan, nan)
+    sd = float(d.std(ddof=1))
+    if sd <= 1e-12 * max(1.0, abs(diff)):  # every seed moved by the same amount
+        return Paired(n, diff, 0.0, diff, diff, 1.0 if abs(diff) <= 1e-12 else 0.0)
+    se = sd / math.sqrt(n)
+    tq = float(student.ppf(1 - alpha / 2, n - 1))
+    p = float(2 * student.sf(abs(diff) / se, n - 1))
+    return Paired(n, diff, sd, diff - tq * se, diff + tq * se, p)
+
+
+def holm(pvals) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error ≤ α when rejecting adjusted p < α).
+
+    The i-th smallest of m p-values is multiplied by (m − i + 1), made monotone, capped at 1;
+    NaN entries are not part of the family and stay NaN."""
+    p = np.asarray(pvals, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = ok.size
+    running = 0.0
+    for rank, i in enumerate(ok[np.argsort(p[ok], kind="stable")]):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return [float(v) for v in out]
+
+
+def paired_power(delta: float, sd: float, n: int, alpha: float = ALPHA) -> float:
+    """Power of the two-sided paired t-test at true mean difference delta (noncentral t, df n − 1)."""
+    from scipy.stats import nct
+    from scipy.stats import t as student
+
+    if n < 2 or not sd > 0:
+        return math.nan
+    tq = float(student.ppf(1 - alpha / 2, n - 1))
+    nc = abs(delta) * math.sqrt(n) / sd
+    lower = float(nct.cdf(-tq, n - 1, nc))  # rejecting on the wrong side: tiny, and NaN where scipy underflows
+    return float(nct.sf(tq, n - 1, nc)) + (lower if math.isfinite(lower) else 0.0)
+
+
+def paired_mdd(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Minimum detectable difference: the mean difference the two-sided paired t-test at level α
+    detects with the given power from n pairs whose differences have standard deviation sd.
+
+    Solves paired_power(δ) = power for δ (noncentral t with df n − 1 and noncentrality δ√n / sd);
+    for large n this approaches (z_{1−α/2} + z_power)·sd/√n. nan under 2 pairs or without a spread."""
+    from scipy.optimize import brentq
+
+    if n < 2 or not (math.isfinite(sd) and sd > 0):
+        return math.nan
+    hi = sd
+    while paired_power(hi, sd, n, alpha) < power:
+        hi *= 2
+    return float(brentq(lambda d: paired_power(d, sd, n, alpha) - power, 0.0, hi, xtol=1e-10 * sd))
+
+
+def seeds_needed(delta: float, sd: float, alpha: float = ALPHA, power: float = POWER, most: int = 10_000) -> float:
+    """The fewest pairs (≥ 2) at which the paired t-test detects delta with the given power; nan
+    without a spread; inf beyond `most`."""
+    if not (math.isfinite(sd) and sd > 0) or not delta > 0:
+        return math.nan
+    n = 2
+    while paired_power(delta, sd, n, alpha) < power:
+        n = n + 1 if n < 64 else int(n * 1.25)
+        if n > most:
+            return math.inf
+    if n > 64:  # the geometric steps overshoot: back off to the smallest n
+        while n > 2 and paired_power(delta, sd, n - 1, alpha) >= power:
+            n -= 1
+    return float(n)
+
+
+def decide(pvals, alpha: float = ALPHA) -> list[bool]:
+    """The report's marks: Holm-adjusted p < α over one cell's comparisons (family-wise error ≤ α)."""
+    return [math.isfinite(p) and p < alpha for p in holm(pvals)]
+
+
+def equivalent(x, y, margin: float, alpha: float = ALPHA) -> bool:
+    """Two one-sided tests (TOST): the (1 − 2α) paired t interval of x − y lies inside ±margin, so a
+    difference as large as the margin is rejected at level α in both directions."""
+    r = paired_t(x, y, alpha=2 * alpha)
+    return bool(r.n >= 2 and math.isfinite(r.lo) and -margin < r.lo and r.hi < margin)
 
 
 def _finite_pairs(x, y) -> tuple[np.ndarray, np.ndarray]:

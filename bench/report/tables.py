@@ -2,7 +2,8 @@
 
 Statistics are over the finished seeds of a (cell, recipe); diverged, failed and missing runs are
 never averaged in (a diverged run's last accuracy is not a result at the budget) and are listed by
-`problems` instead. The comparison baseline is grpo when the suite has it, else its first recipe.
+`problems` instead. Comparisons are with the suite's `[report] baseline` (default: grpo when the
+suite has it, else its first recipe), paired by seed, on the `[report] primary` metric.
 """
 from __future__ import annotations
 
@@ -15,77 +16,169 @@ from bench.report import stats
 from bench.report.data import Data, finished
 from bench.suite import Suite
 
-MW_ALPHA = 0.05
-
-
 def baseline(suite: Suite) -> str:
+    if suite.report.baseline is not None:
+        return suite.report.baseline
     return "grpo" if "grpo" in suite.recipes else suite.recipes[0]
 
 
-def per_run(data: Data) -> pl.DataFrame:
-    """One row per finished run: final held-out greedy accuracy and the area under its curve.
+METRICS = ("final", "auc", "plateau")  # per-run accuracy metrics; the primary may add compute_to
 
-    auc: trapezoid area under accuracy against the fraction of the budget (eval points 0..1),
-    divided by the range: the run's mean accuracy over training, higher for earlier gains.
+
+def compute_to(fraction, acc, level: float) -> float:
+    """The fraction of the budget at which accuracy first reaches `level`, linearly interpolated
+    between evaluation points; 1.0 (the whole budget, censored) when it never does."""
+    for i in range(len(acc)):
+        if acc[i] >= level:
+            if i == 0 or acc[i] == acc[i - 1]:
+                return float(fraction[i])
+            t = (level - acc[i - 1]) / (acc[i] - acc[i - 1])
+            return float(fraction[i - 1] + t * (fraction[i] - fraction[i - 1]))
+    return 1.0
+
+
+def per_run(suite: Suite, data: Data) -> pl.DataFrame:
+    """One row per finished run: its accuracy metrics over the held-out evaluations.
+
+    final: accuracy at the end of the budget. auc: trapezoid area under accuracy against the
+    fraction of the budget, divided by the range: the run's mean accuracy over training, higher for
+    earlier gains. plateau: mean accuracy of the evaluations at fractions >= [report] plateau_from.
+    primary: the suite's primary metric (one of those, or compute_to:X).
     """
+    rs = suite.report
     rows = []
     for (cell, rank, recipe, seed, rid), g in finished(data.evals).group_by(
             "cell", "rank", "recipe", "seed", "run_id", maintain_order=True):
         g = g.sort("fraction")
-        rows.append({"cell": cell, "rank": rank, "recipe": recipe, "seed": seed, "run_id": rid,
-                     "acc": g["acc"][-1], "auc": stats.curve_auc(g["fraction"].to_numpy(), g["acc"].to_numpy())})
+        frac, acc = g["fraction"].to_numpy(), g["acc"].to_numpy()
+        row = {"cell": cell, "rank": rank, "recipe": recipe, "seed": seed, "run_id": rid,
+               "final": float(acc[-1]), "auc": stats.curve_auc(frac, acc),
+               "plateau": stats.mean(acc[frac >= rs.plateau_from - 1e-12])}
+        row["primary"] = (compute_to(frac, acc, rs.threshold) if rs.threshold is not None
+                          else row[rs.primary])
+        rows.append(row)
     return pl.DataFrame(rows, schema={"cell": pl.String, "rank": pl.Int64, "recipe": pl.String, "seed": pl.Int64,
-                                      "run_id": pl.String, "acc": pl.Float64, "auc": pl.Float64})
+                                      "run_id": pl.String, "final": pl.Float64, "auc": pl.Float64,
+                                      "plateau": pl.Float64, "primary": pl.Float64})
+
+
+def _by_seed(runs: pl.DataFrame, cell: str, recipe: str, col: str) -> dict[int, float]:
+    r = runs.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
+    return dict(zip(r["seed"].to_list(), r[col].to_list()))
 
 
 def leaderboard(suite: Suite, data: Data) -> pl.DataFrame:
-    """Per cell and recipe: mean and IQM of final accuracy and mean AUC with 95% bootstrap intervals,
-    and the probability of improvement over the baseline with its interval and Mann–Whitney p.
+    """Per cell and recipe: the primary metric with its bootstrap interval over seeds, its paired
+    comparison with the baseline, the power of that comparison, and the secondary metrics.
 
-    mark: `*` when the two-sided Mann–Whitney p < 0.05; `+` when only the stratified bootstrap
-    interval of P(improvement) excludes 0.5 (rliable's reading, liberal with few seeds); else empty.
+    Paired by seed (seed s gives every recipe the same prompts and sampling seeds): diff is the
+    mean over shared seeds of recipe − baseline with its 95% paired t interval; p the two-sided
+    paired t-test, p_holm its Holm adjustment over the cell's comparisons with the baseline;
+    mdd the smallest difference that test detects with 80% power at α = 0.05 given the observed
+    spread of the paired differences; seeds_for_margin the seeds that would detect a difference of
+    [report] margin; verdict better / worse when p_holm < 0.05, equivalent when the 90% paired
+    interval lies inside ±margin (TOST at α = 0.05), else undecided; mark `*` when p_holm < 0.05.
     """
-    runs = per_run(data)
+    runs = per_run(suite, data)
     base = baseline(suite)
+    rs = suite.report
     counts = data.runs.group_by("cell", "recipe").agg(
         pl.len().alias("expected"), (pl.col("status") == "finished").sum().alias("n"),
         (pl.col("status") == "diverged").sum().alias("diverged"), (pl.col("status") == "failed").sum().alias("failed"),
         (pl.col("status") == "missing").sum().alias("missing"))
     rows = []
     for cell in [c.name for c in suite.cells]:
-        ref = runs.filter((pl.col("cell") == cell) & (pl.col("recipe") == base))
+        ref = _by_seed(runs, cell, base, "primary")
+        cell_rows = []
         for recipe in suite.recipes:
+            mine = _by_seed(runs, cell, recipe, "primary")
             r = runs.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
-            acc, auc, ref_acc = r["acc"].to_numpy(), r["auc"].to_numpy(), ref["acc"].to_numpy()
-            row = {"cell": cell, "recipe": recipe, "acc_mean": stats.mean(acc)}
-            row["acc_lo"], row["acc_hi"] = stats.bootstrap_ci(acc)
-            row["acc_iqm"] = stats.iqm(acc)
-            row["iqm_lo"], row["iqm_hi"] = stats.bootstrap_ci(acc, stats.iqm)
-            row["auc_mean"] = stats.mean(auc)
-            row["auc_lo"], row["auc_hi"] = stats.bootstrap_ci(auc)
+            prim = r["primary"].to_numpy()
+            row = {"cell": cell, "recipe": recipe, "primary": rs.primary, "primary_mean": stats.mean(prim)}
+            row["primary_lo"], row["primary_hi"] = stats.bootstrap_ci(prim)
+            for m in METRICS:
+                v = r[m].to_numpy()
+                row[f"{m}_mean"] = stats.mean(v)
+                row[f"{m}_lo"], row[f"{m}_hi"] = stats.bootstrap_ci(v)
+            row["final_iqm"] = stats.iqm(r["final"].to_numpy())
             if recipe == base:
-                row.update(p_improve=math.nan, p_lo=math.nan, p_hi=math.nan, mw_p=math.nan, mark="baseline")
+                row.update(pairs=len(mine), diff=math.nan, diff_lo=math.nan, diff_hi=math.nan, sd_diff=math.nan,
+                           p=math.nan, mdd=math.nan, seeds_for_margin=math.nan, equivalent=False,
+                           p_improve=math.nan, p_improve_lo=math.nan, p_improve_hi=math.nan)
             else:
-                row["p_improve"] = stats.prob_improvement(acc, ref_acc)
-                row["p_lo"], row["p_hi"] = stats.prob_improvement_ci(acc, ref_acc)
-                row["mw_p"] = stats.mann_whitney_p(acc, ref_acc)
-                row["mark"] = significance(row["mw_p"], row["p_lo"], row["p_hi"])
-            rows.append(row)
-    table = pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, **{
-        k: pl.Float64 for k in ("acc_mean", "acc_lo", "acc_hi", "acc_iqm", "iqm_lo", "iqm_hi", "auc_mean", "auc_lo",
-                                "auc_hi", "p_improve", "p_lo", "p_hi", "mw_p")}, "mark": pl.String})
+                x, y = stats.paired(mine, ref)
+                t = stats.paired_t(x, y)
+                row.update(pairs=t.n, diff=t.diff, diff_lo=t.lo, diff_hi=t.hi, sd_diff=t.sd, p=t.p,
+                           mdd=stats.paired_mdd(t.sd, t.n), seeds_for_margin=stats.seeds_needed(rs.margin, t.sd),
+                           equivalent=stats.equivalent(x, y, rs.margin))
+                row["p_improve"] = stats.prob_improvement(x, y)
+                row["p_improve_lo"], row["p_improve_hi"] = stats.prob_improvement_ci(x, y)
+            cell_rows.append(row)
+        pvals = [row["p"] for row in cell_rows]
+        for row, ph, found in zip(cell_rows, stats.holm(pvals), stats.decide(pvals)):
+            row["p_holm"] = ph
+            if row["recipe"] == base:
+                row.update(verdict="baseline", mark="baseline")
+                continue
+            decided = found
+            good = (row["diff"] > 0) == rs.higher_is_better
+            row["verdict"] = ("better" if good else "worse") if decided else (
+                "equivalent" if row["equivalent"] else "undecided")
+            row["mark"] = "*" if decided else ""
+        rows += cell_rows
+    floats = ["primary_mean", "primary_lo", "primary_hi", "diff", "diff_lo", "diff_hi", "sd_diff", "p", "p_holm",
+              "mdd", "seeds_for_margin",
+              *[f"{m}{s}" for m in METRICS for s in ("_mean", "_lo", "_hi")], "final_iqm",
+              "p_improve", "p_improve_lo", "p_improve_hi"]
+    table = pl.DataFrame([{k: row[k] for k in ("cell", "recipe", "primary", "pairs", *floats, "verdict", "mark")}
+                          for row in rows],
+                         schema={"cell": pl.String, "recipe": pl.String, "primary": pl.String, "pairs": pl.Int64,
+                                 **{k: pl.Float64 for k in floats}, "verdict": pl.String, "mark": pl.String})
     table = table.with_columns(pl.col(pl.Float64).fill_nan(None))  # NaN would sort first; null sorts last
     return (counts.join(table, on=["cell", "recipe"], how="right")
             .select("cell", "recipe", "n", "expected", "diverged", "failed", "missing", *table.columns[2:])
-            .sort(["cell", "acc_mean", "recipe"], descending=[False, True, False], nulls_last=True))
+            .sort(["cell", "primary_mean", "recipe"], descending=[False, rs.higher_is_better, False],
+                  nulls_last=True))
 
 
-def significance(mw_p: float, p_lo: float, p_hi: float) -> str:
-    if math.isfinite(mw_p) and mw_p < MW_ALPHA:
-        return "*"
-    if math.isfinite(p_lo) and (p_lo > 0.5 or p_hi < 0.5):
-        return "+"
-    return ""
+def power(suite: Suite, data: Data) -> pl.DataFrame:
+    """Per cell and metric (the primary first, then final, auc, plateau): what the comparisons with
+    the baseline could detect. sd_pooled is the root mean of the paired-difference variances over
+    the cell's comparisons; mdd the difference the paired t-test detects with 80% power at
+    α = 0.05 from the cell's seeds with that spread; seeds_for_margin the seeds that would detect
+    [report] margin; decided counts comparisons with Holm-adjusted p < 0.05 or equivalent within
+    ±margin, of `comparisons`."""
+    runs = per_run(suite, data)
+    base = baseline(suite)
+    rs = suite.report
+    rows = []
+    metrics = ["primary"] + [m for m in METRICS if m != rs.primary]
+    for cell in [c.name for c in suite.cells]:
+        ref_by = {m: _by_seed(runs, cell, base, m) for m in metrics}
+        for m in metrics:
+            sds, ns, ps, eqs = [], [], [], []
+            for recipe in suite.recipes:
+                if recipe == base:
+                    continue
+                x, y = stats.paired(_by_seed(runs, cell, recipe, m), ref_by[m])
+                t = stats.paired_t(x, y)
+                ps.append(t.p)
+                eqs.append(stats.equivalent(x, y, rs.margin))
+                if t.n >= 2 and math.isfinite(t.sd):
+                    sds.append(t.sd)
+                    ns.append(t.n)
+            sd = math.sqrt(sum(v * v for v in sds) / len(sds)) if sds else math.nan
+            n = min(ns) if ns else 0
+            found = stats.decide(ps)
+            rows.append({"cell": cell, "metric": rs.primary if m == "primary" else m, "primary": m == "primary",
+                         "seeds": n, "comparisons": len(ps), "sd_pooled": sd, "mdd": stats.paired_mdd(sd, n),
+                         "seeds_for_margin": stats.seeds_needed(rs.margin, sd),
+                         "different": sum(found), "equivalent": sum(e and not f for e, f in zip(eqs, found)),
+                         "undecided": sum(not e and not f for e, f in zip(eqs, found))})
+    return pl.DataFrame(rows, schema={"cell": pl.String, "metric": pl.String, "primary": pl.Boolean,
+                                      "seeds": pl.Int64, "comparisons": pl.Int64, "sd_pooled": pl.Float64,
+                                      "mdd": pl.Float64, "seeds_for_margin": pl.Float64, "different": pl.Int64,
+                                      "equivalent": pl.Int64, "undecided": pl.Int64})
 
 
 def sigmoid_fits(suite: Suite, data: Data) -> pl.DataFrame:
@@ -101,14 +194,24 @@ def sigmoid_fits(suite: Suite, data: Data) -> pl.DataFrame:
             r0 = stats.mean(g.filter(pl.col("fraction") == 0)["acc"].to_numpy())
             pos = g.filter(pl.col("flops") > 0)
             fit = stats.fit_sigmoid(pos["flops"].to_numpy(), pos["acc"].to_numpy(), r0)
+            r4 = _round_sig
             rows.append({"cell": cell, "recipe": recipe, "n_points": fit.n_points, "R0": fit.R0,
-                         "A": fit.A, "A_lo": fit.A_ci[0], "A_hi": fit.A_ci[1],
-                         "B": fit.B, "B_lo": fit.B_ci[0], "B_hi": fit.B_ci[1],
-                         "C_mid": fit.C_mid, "C_mid_lo": fit.C_mid_ci[0], "C_mid_hi": fit.C_mid_ci[1],
+                         "A": r4(fit.A), "A_lo": r4(fit.A_ci[0]), "A_hi": r4(fit.A_ci[1]),
+                         "B": r4(fit.B), "B_lo": r4(fit.B_ci[0]), "B_hi": r4(fit.B_ci[1]),
+                         "C_mid": r4(fit.C_mid), "C_mid_lo": r4(fit.C_mid_ci[0]), "C_mid_hi": r4(fit.C_mid_ci[1]),
                          "identifiable": fit.identifiable, "reason": fit.reason})
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "n_points": pl.Int64, **{
         k: pl.Float64 for k in ("R0", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo", "C_mid_hi")},
         "identifiable": pl.Boolean, "reason": pl.String})
+
+
+def _round_sig(x: float, digits: int = 4) -> float:
+    """A least-squares fit's values to 4 significant digits: the optimizer's last digits differ
+    between BLAS builds (seen: B's lower bound -0.154706 here, -0.1547 there), and the report's
+    bytes must not."""
+    if not math.isfinite(x) or x == 0:
+        return x
+    return float(f"{x:.{digits - 1}e}")
 
 
 def length_bias(suite: Suite, data: Data) -> pl.DataFrame:
@@ -193,6 +296,32 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "objective": pl.String,
                                       "updates_per_batch": pl.Int64, **{k: pl.Float64 for k in CLIP_METRICS},
                                       "note": pl.String})
+
+
+OFF_POLICY_METRICS = {"ratio_dev_frac": "policy/ratio_dev_frac", "log_ratio_abs": "policy/log_ratio_abs_mean",
+                      "ratio_max": "policy/ratio_max", "seq_ratio_max": "policy/seq_ratio_max", "lag": "rollout/lag"}
+GROUP_METRICS = {"group_std_q10": "adv/group_std_q10", "group_std_q50": "adv/group_std_q50",
+                 "group_std_q90": "adv/group_std_q90", "low_std_weight": "adv/low_std_weight_frac",
+                 "low_std_groups": "adv/low_std_group_frac"}
+
+
+def step_summary(suite: Suite, data: Data, metrics: dict[str, str]) -> pl.DataFrame | None:
+    """Per cell and recipe: the mean over finished runs' binned steps of each metric (the max for
+    `*_max` metrics); None when the runs did not log them (recorded before the engine did)."""
+    st = finished(data.steps)
+    if not all(m in st.columns for m in metrics.values()) or st.select(
+            pl.any_horizontal(pl.col(m).is_not_null() for m in metrics.values()).any()).item() is not True:
+        return None
+    rows = []
+    for cell in [c.name for c in suite.cells]:
+        for recipe in suite.recipes:
+            g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
+            row = {"cell": cell, "recipe": recipe}
+            for k, m in metrics.items():
+                v = g[m].drop_nulls().to_numpy() if g.height else []
+                row[k] = (float(v.max()) if len(v) else math.nan) if m.endswith("_max") else stats.mean(v)
+            rows.append(row)
+    return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, **{k: pl.Float64 for k in metrics}})
 
 
 def recipe_diffs(suite: Suite) -> pl.DataFrame:

@@ -103,3 +103,43 @@ def test_cli_prints_one_line_error_and_exits_2(tmp_path, capsys):
     assert err.startswith(f"bench suite: error: {p}: budget.addition/nano:") and err.count("\n") == 1
     assert main(["suite", "smoke", "--dry-run", "--only", "recipe=grpoo"]) == 2
     assert "did you mean 'grpo'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("table, expected", [
+    ('primary = "acc"', "report: unknown primary metric 'acc'; valid: auc, final, plateau, compute_to:<accuracy>"),
+    ('primary = "compute_to:abc"', "the threshold 'abc' is not a number"),
+    ('primary = "compute_to:1.5"', "the accuracy threshold must be in (0, 1]"),
+    ('baseline = "ppo"', "report.baseline: unknown recipe 'ppo'; valid: grpo, dapo"),
+    ("margin = 0", "margin must be a number in (0, 1), got 0"),
+    ("plateau_from = 1.0", "plateau_from must be a number in [0, 1)"),
+    ("primary = 3", "report.primary: expected str, got 3"),
+    ("colour = 1", "report.colour: unknown [report] field 'colour'"),
+])
+def test_bad_report_table(tmp_path, table, expected):
+    assert expected in error(tmp_path, GOOD + "\n[report]\n" + table + "\n")
+
+
+def test_report_table_is_read_and_not_hashed(tmp_path):
+    plain = suites.load(write(tmp_path, GOOD, "plain.toml"))
+    assert plain.report.primary == "auc" and not plain.report.declared and plain.report.baseline is None
+    s = suites.load(write(tmp_path, GOOD + '\n[report]\nprimary = "plateau"\nbaseline = "dapo"\nmargin = 0.01\n',
+                          "declared.toml"))
+    assert (s.report.primary, s.report.baseline, s.report.margin, s.report.declared) == ("plateau", "dapo", 0.01, True)
+    assert [c.run_id for c in s.expand()] == [c.run_id for c in plain.expand()]
+
+
+def test_log_spaced_evaluations(tmp_path):
+    s = suites.load(write(tmp_path, GOOD + '\n[eval]\nspacing = "log"\npoints = 5\nfirst = 0.02\n', "log.toml"))
+    fr = s.eval.fractions
+    assert fr[0] == 0.0 and fr[1] == pytest.approx(0.02) and fr[-1] == 1.0 and len(fr) == 6
+    assert all(b / a == pytest.approx((1 / 0.02) ** 0.25) for a, b in zip(fr[1:], fr[2:]))  # geometric
+    plain = suites.load(write(tmp_path, GOOD, "plain.toml"))
+    assert "spacing" not in plain.expand()[0].to_dict()["eval"]  # linear: hashed as before (same run ids)
+    logged = s.expand()[0].to_dict()["eval"]
+    assert logged["spacing"] == "log" and "every" not in logged and s.expand()[0].run_id != plain.expand()[0].run_id
+    from bench.config import RunConfig
+
+    assert RunConfig.from_dict(s.expand()[0].to_dict()).run_id == s.expand()[0].run_id  # round-trips
+    assert "eval.spacing: expected one of 'linear', 'log', got 'cubic'" in error(tmp_path, GOOD + '\n[eval]\nspacing = "cubic"\n')
+    assert "eval.points must be an integer in [2, 100]" in error(tmp_path, GOOD + '\n[eval]\nspacing = "log"\npoints = 1\n')
+    assert "eval.first must be in (0, 1)" in error(tmp_path, GOOD + '\n[eval]\nspacing = "log"\nfirst = 0\n')

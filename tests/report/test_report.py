@@ -11,12 +11,13 @@ from bench.cli import main
 from bench.report import data as report_data
 from bench.report import tables
 
-SECTIONS = ["Summary", "Leaderboard", "Accuracy against compute", "Sigmoid fit (ScaleRL)", "Length bias",
-            "Aggregation: gradient weight by length", "KL to the reference", "Clipping", "Entropy",
+SECTIONS = ["Summary", "Leaderboard", "Power: what this suite can decide", "Accuracy against compute", "Sigmoid fit (ScaleRL)", "Length bias",
+            "Aggregation: gradient weight by length", "KL to the reference", "Clipping and off-policy", "Ratio telemetry", "Entropy",
+            "Group reward spread and gradient weight",
             "Recipes as diffs from grpo", "Failed, diverged and missing runs", "Manifest"]
 FIGURES = ["leaderboard.png", "accuracy.png", "length_addition_nano.png", "length_bias.png", "grad_weights.png",
            "kl.png", "clipping.png", "entropy.png"]
-CSVS = ["clipping", "grad_weights", "leaderboard", "length_bias", "recipe_diffs", "runs", "sigmoid_fits"]
+CSVS = ["clipping", "grad_weights", "leaderboard", "length_bias", "power", "recipe_diffs", "runs", "sigmoid_fits"]
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +65,41 @@ def test_leaderboard_numbers(built):
     board = {(r["cell"], r["recipe"]): r for r in rows(built / "leaderboard.csv")}
     g, d, p = (board[("addition/nano", r)] for r in ("grpo", "dapo", "ppo"))
     assert [r["recipe"] for r in rows(built / "leaderboard.csv")] == ["dapo", "grpo", "ppo"]  # best first
-    assert float(g["acc_mean"]) == pytest.approx(0.5) and g["n"] == "3" and g["mark"] == "baseline"
-    assert float(g["auc_mean"]) == pytest.approx(0.45)  # 0.4 + 0.1 f averaged over f in [0, 1]
-    assert (g["acc_lo"], g["acc_hi"]) == ("0.49", "0.51")
-    assert float(d["acc_mean"]) == pytest.approx(0.695) and (d["n"], d["diverged"]) == ("2", "1")
-    assert d["p_improve"] == "1" and (d["p_lo"], d["p_hi"]) == ("1", "1")
-    assert float(d["mw_p"]) == pytest.approx(0.2)  # 2 vs 3 separated: 2 / C(5, 2)
-    assert d["mark"] == "+"  # the bootstrap interval excludes 0.5, the rank test cannot reach 0.05
-    assert (p["n"], p["failed"], p["missing"], p["p_improve"]) == ("1", "1", "1", "0")
+    assert g["primary"] == "auc" and g["n"] == "3" and g["mark"] == g["verdict"] == "baseline"
+    assert float(g["primary_mean"]) == float(g["auc_mean"]) == pytest.approx(0.45)  # 0.4 + 0.1 f over f in [0, 1]
+    assert float(g["final_mean"]) == pytest.approx(0.5) and (g["final_lo"], g["final_hi"]) == ("0.49", "0.51")
+    assert float(d["final_mean"]) == pytest.approx(0.695) and (d["n"], d["diverged"]) == ("2", "1")
+    # paired by seed over the 2 seeds dapo finished: its AUC is grpo's + 0.1 in both, so the
+    # difference has no spread: p = 0, decided, marked
+    assert d["pairs"] == "2" and float(d["diff"]) == pytest.approx(0.1)
+    assert (d["p"], d["p_holm"], d["mark"], d["verdict"]) == ("0", "0", "*", "better")
+    assert d["p_improve"] == "1"
+    # ppo: one finished seed, one pair: nothing can be tested
+    assert (p["n"], p["failed"], p["missing"], p["pairs"]) == ("1", "1", "1", "1")
+    assert (p["p"], p["mark"], p["verdict"]) == ("", "", "undecided")
+    power = rows(built / "power.csv")
+    assert [(r["metric"], r["primary"]) for r in power] == [("auc", "true"), ("final", "false"), ("plateau", "false")]
+    md = (built / "report.md").read_text()
+    assert "The suite file declares none, so this is the default" in md
+
+
+def test_leaderboard_reads_the_declared_primary_metric(tiny, tmp_path):
+    s, root, _ = tiny
+    path = tmp_path / "tiny.toml"
+    path.write_text(s.path.read_text() + '\n[report]\nprimary = "compute_to:0.5"\nmargin = 0.05\n')
+    from bench import suite as suites
+
+    declared = suites.load(path)
+    assert [c.run_id for c in declared.expand()] == [c.run_id for c in s.expand()]  # [report] is not hashed
+    out = report.build(declared, root, tmp_path / "out")
+    board = {r["recipe"]: r for r in rows(out / "leaderboard.csv")}
+    # compute to 0.5 accuracy: grpo seed 1 reaches 0.4 + 0.1 f = 0.5 at f = 1; dapo (0.4 + 0.3 f) at
+    # f = 1/3 (seed 1); lower is better, so dapo sorts first
+    assert [r["recipe"] for r in rows(out / "leaderboard.csv")] == ["dapo", "grpo", "ppo"]
+    assert float(board["dapo"]["primary_mean"]) < float(board["grpo"]["primary_mean"])
+    assert board["dapo"]["verdict"] == "better"
+    md = (out / "report.md").read_text()
+    assert "declared in the suite file's [report] table): compute to 0.5 accuracy" in md
 
 
 def test_length_bias_clipping_and_weights(tiny, built):
@@ -134,3 +162,37 @@ def test_cli(tiny, tmp_path, capsys):
     assert len(err) == 1 and "unknown suite 'no-such-suite'; valid:" in err[0] and "math-small" in err[0]
     assert main(["report", str(s.path), "--results", str(root), "--out", str(tmp_path / "cli")]) == 0
     assert (tmp_path / "cli" / "index.html").is_file() and "report:" in capsys.readouterr().out
+
+
+def test_off_policy_and_group_sections_read_the_new_columns_when_logged(tiny, tmp_path):
+    """Runs recorded before the engine logged ratio telemetry and per-group weights say so; runs
+    that log them get a table (max for *_max columns, means otherwise) and a figure."""
+    import shutil
+
+    s, root, ids = tiny
+    md = (report.build(s, root, tmp_path / "old") / "report.md").read_text()
+    assert "is not logged in these runs" in md and "are not logged in these runs" in md
+    logged = tmp_path / "results"
+    shutil.copytree(root, logged)
+    for label, rid in ids.items():
+        path = logged / "runs" / rid / "steps.parquet"
+        if not path.is_file():
+            continue
+        st = pl.read_parquet(path)
+        lag = 2.0 if label.startswith("dapo") else 0.0
+        st = st.with_columns(pl.lit(0.1 if lag else 0.0).alias("policy/ratio_dev_frac"),
+                             pl.lit(0.05).alias("policy/log_ratio_abs_mean"),
+                             (1.0 + pl.col("step") / 10).alias("policy/ratio_max"),
+                             pl.lit(1.5).alias("policy/seq_ratio_max"), pl.lit(lag).alias("rollout/lag"),
+                             pl.lit(0.2).alias("adv/group_std_q10"), pl.lit(0.4).alias("adv/group_std_q50"),
+                             pl.lit(0.5).alias("adv/group_std_q90"), pl.lit(0.3).alias("adv/low_std_weight_frac"),
+                             pl.lit(0.45).alias("adv/low_std_group_frac"))
+        st.write_parquet(path)
+    out = report.build(s, logged, tmp_path / "new")
+    off = {r["recipe"]: r for r in rows(out / "off_policy.csv")}
+    assert off["dapo"]["lag"] == "2" and off["grpo"]["lag"] == "0" and off["dapo"]["ratio_dev_frac"] == "0.1"
+    assert off["grpo"]["ratio_max"] == "3"  # step 20 of 20: 1 + 20/10, the largest over the run
+    group = {r["recipe"]: r for r in rows(out / "group_weights.csv")}
+    assert (group["grpo"]["low_std_weight"], group["grpo"]["low_std_groups"]) == ("0.3", "0.45")
+    md = (out / "report.md").read_text()
+    assert "not logged in these runs" not in md and "](figures/off_policy.png)" in md

@@ -111,3 +111,97 @@ def test_sigmoid_fit_says_not_identifiable():
     few = stats.fit_sigmoid([1e10, 2e10], [0.3, 0.4], 0.2)
     assert not few.identifiable and "too few points" in few.reason
     assert not stats.fit_sigmoid(C, np.full(C.size, 0.5), float("nan")).identifiable
+
+
+# ---------------------------------------------------------------------------------------------
+# paired comparisons, Holm, power
+
+
+def test_paired_t_against_hand_computed_values():
+    # d = (0.02, 0.01, 0.03): mean 0.02, sd 0.01, se 0.01/√3, t = 2√3 = 3.4641 on 2 df.
+    # Two-sided p = 2·P(T₂ > 2√3); for 2 df, P(T > t) = ½(1 − t/√(t² + 2)) = ½(1 − 2√3/√14).
+    r = stats.paired_t([0.62, 0.60, 0.65], [0.60, 0.59, 0.62])
+    assert (r.n, r.diff, r.sd) == (3, pytest.approx(0.02), pytest.approx(0.01))
+    assert r.p == pytest.approx(1 - 2 * math.sqrt(3) / math.sqrt(14))
+    # the 95% interval: 0.02 ± t_{0.975, 2} · 0.01/√3 with t_{0.975, 2} = 4.302653
+    half = 4.302652729911275 * 0.01 / math.sqrt(3)
+    assert (r.lo, r.hi) == (pytest.approx(0.02 - half), pytest.approx(0.02 + half))
+    # pairs with a NaN on either side are dropped; under 2 pairs there is no test
+    r = stats.paired_t([0.5, float("nan"), 0.7, 0.4], [0.4, 0.3, 0.5, 0.45])
+    assert r.n == 3 and r.diff == pytest.approx((0.1 + 0.2 - 0.05) / 3)
+    assert math.isnan(stats.paired_t([0.5], [0.4]).p)
+    # every seed moved by the same amount: no spread to test against
+    assert stats.paired_t([0.5, 0.6], [0.4, 0.5]).p == 0.0
+    assert stats.paired_t([0.5, 0.6], [0.5, 0.6]).p == 1.0
+
+
+def test_paired_differs_from_unpaired_when_seeds_share_a_component():
+    # seed effects of ±0.1 swamp a constant +0.01 advantage unless the comparison is paired
+    base = np.array([0.40, 0.60, 0.50, 0.45, 0.55])
+    x = base + 0.01 + np.array([0.001, -0.001, 0.0005, -0.0005, 0.0])
+    assert stats.paired_t(x, base).p < 1e-4
+    assert stats.mann_whitney_p(x, base) > 0.5
+
+
+def test_holm_adjustment_by_hand():
+    # sorted 0.01, 0.03, 0.04, 0.5 (m = 4): 0.04, max(0.04, 0.09), max(0.09, 0.08), 0.5
+    assert stats.holm([0.01, 0.04, 0.03, float("nan"), 0.5]) == pytest.approx([0.04, 0.09, 0.09, math.nan, 0.5],
+                                                                               nan_ok=True)
+    assert stats.holm([0.3, 0.9]) == [0.6, 0.9]
+    assert stats.holm([0.6, 0.7]) == [1.0, 1.0]  # capped at 1
+    assert stats.decide([0.01, 0.02, 0.2]) == [True, True, False]  # 0.03, 0.04, 0.2
+    assert stats.decide([0.02, 0.03, 0.04]) == [False, False, False]  # 0.06 first: Holm stops at once
+
+
+def test_minimum_detectable_difference():
+    # G*Power-style benchmarks of the paired (one-sample) t-test, two-sided α = 0.05, power 0.8:
+    # with n = 10 the detectable standardised effect is 0.996, with n = 3 it is 3.264 (Monte Carlo
+    # with 200k draws gives power 0.800 at both); it scales with sd, and for large n approaches
+    # (z_0.975 + z_0.8)·sd/√n = 2.8016·sd/√n
+    assert stats.paired_mdd(1.0, 10) == pytest.approx(0.9960, abs=1e-4)
+    assert stats.paired_mdd(0.017, 10) == pytest.approx(0.017 * 0.9960, abs=1e-5)
+    assert stats.paired_mdd(1.0, 3) == pytest.approx(3.264, abs=1e-3)
+    assert stats.paired_mdd(1.0, 2000) * math.sqrt(2000) == pytest.approx(2.8016, rel=2e-3)
+    assert stats.paired_power(stats.paired_mdd(0.02, 6), 0.02, 6) == pytest.approx(0.8)
+    assert math.isnan(stats.paired_mdd(0.0, 5)) and math.isnan(stats.paired_mdd(0.01, 1))
+    # seeds to detect 2 points at paired SD 0.017: the first n whose power reaches 0.8
+    n = stats.seeds_needed(0.02, 0.017)
+    assert stats.paired_power(0.02, 0.017, int(n)) >= 0.8 > stats.paired_power(0.02, 0.017, int(n) - 1)
+    assert stats.seeds_needed(0.994, 1.0) == 11 and stats.seeds_needed(1.0, 1.0) == 10
+    assert stats.seeds_needed(0.05, 1.0) == pytest.approx((2.8016 / 0.05) ** 2, rel=2e-3)
+
+
+def test_equivalence_needs_the_whole_interval_inside_the_margin():
+    base = np.array([0.50, 0.55, 0.60, 0.52])
+    assert stats.equivalent(base + np.array([0.001, -0.002, 0.0, 0.001]), base, 0.02)
+    assert not stats.equivalent(base + np.array([0.03, -0.03, 0.0, 0.01]), base, 0.02)  # too noisy to tell
+    assert not stats.equivalent(base + 0.025 + np.array([0.001, -0.001, 0.0, 0.0]), base, 0.02)  # a real gap
+
+
+def _null_cells(n_seeds: int, m: int, sims: int, seed: int) -> np.ndarray:
+    """Held-out accuracies of m + 1 recipes that do not differ (sims × (m + 1) × n_seeds): a shared
+    per-seed level (same prompts and warm start for every recipe) plus each run's own training
+    noise, scored as Binomial(200, p) / 200 like the report's 200 held-out problems."""
+    rng = np.random.default_rng(seed)
+    level = 0.55 + rng.normal(0, 0.02, size=(sims, 1, n_seeds))
+    p = np.clip(level + rng.normal(0, 0.01, size=(sims, m + 1, n_seeds)), 0, 1)
+    return rng.binomial(200, p) / 200
+
+
+@pytest.mark.parametrize("n_seeds", [3, 10])
+def test_marks_keep_their_false_positive_rate_under_the_null(n_seeds):
+    """The report's mark (Holm-adjusted paired t p < 0.05) fires in at most 5% of null cells, up
+    to Monte Carlo error: one comparison per cell (where Holm does not help) and a math-small-like
+    cell of 11 comparisons (family-wise). The old `+` rule fires far more often on the same data."""
+    sims = 3000
+    tol = 3 * math.sqrt(0.05 * 0.95 / sims)
+    single = _null_cells(n_seeds, 1, sims, seed=n_seeds)
+    rate = np.mean([stats.decide([stats.paired_t(c[1], c[0]).p])[0] for c in single])
+    assert rate <= 0.05 + tol, rate
+    cells = _null_cells(n_seeds, 11, sims // 3, seed=100 + n_seeds)
+    fwer = np.mean([any(stats.decide([stats.paired_t(c[i], c[0]).p for i in range(1, 12)])) for c in cells])
+    assert fwer <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / len(cells)), fwer
+    if n_seeds == 3:  # the dropped mark: a bootstrap interval of P(improvement) that excludes 0.5
+        old = np.mean([not (lo <= 0.5 <= hi) for lo, hi in
+                       (stats.prob_improvement_ci(c[1], c[0], n_boot=200) for c in single[:600])])
+        assert old > 0.10, old
