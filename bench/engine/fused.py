@@ -96,6 +96,10 @@ class FusedLM:
         cos, sin = rope
         x = F.embedding(ids, self.embed)
         kvs = []
+        bias = None  # decode: the mask as an additive bias (B·Hkv, 1, K), built once for every layer
+        if S == 1 and cache is not None:  # (SDPA's set-up costs more than a one-query attention)
+            bias = torch.zeros(mask.shape, device=ids.device).masked_fill_(~mask, float("-inf"))
+            bias = bias.expand(B, Hkv, 1, mask.shape[-1]).reshape(B * Hkv, 1, mask.shape[-1])
         for i, (ln1, wqkv, bqkv, wo, bo, ln2, wgu, wdown) in enumerate(self.layers):
             h = F.rms_norm(x, (self.D,), ln1, self.eps)
             qkv = F.linear(h, wqkv, bqkv).view(B, S, H + 2 * Hkv, d).transpose(1, 2)
@@ -109,11 +113,11 @@ class FusedLM:
                 cache[i, 0, :, :, start:start + S] = k
                 cache[i, 1, :, :, start:start + S] = v
                 k, v = cache[i, 0, :, :, :start + S], cache[i, 1, :, :, :start + S]
-            if S == 1 and cache is not None:  # a decode step: two batched matmuls beat SDPA's set-up
-                qg = q.reshape(B, Hkv, H // Hkv, d)  # query heads grouped by their KV head (GQA)
-                w = (qg @ k.transpose(-1, -2)) * d**-0.5
-                w = w.masked_fill(~mask, float("-inf")).softmax(-1)  # mask (B, 1, 1, K)
-                a = (w @ v).reshape(B, H, 1, d)
+            if bias is not None:  # a decode step: scores, scale and mask in one baddbmm, then one bmm
+                K = k.shape[2]  # query heads grouped by their KV head (GQA); no KV head is repeated
+                w = torch.baddbmm(bias, q.reshape(B * Hkv, H // Hkv, d), k.reshape(B * Hkv, K, d).transpose(1, 2),
+                                  alpha=d**-0.5).softmax(-1)
+                a = torch.bmm(w, v.reshape(B * Hkv, K, d)).reshape(B, H, 1, d)
             else:
                 a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=Hkv != H)
             x = x + F.linear(a.transpose(1, 2).reshape(B, S, H * d), wo, bo)
