@@ -20,7 +20,8 @@ run; the ratio of two figures taken minutes apart moves less):
    warm-start checkpoint directory, with the same prompts per step × group size, max completion
    length, β = 0.04, ε = 0.2, one update per batch (TRL: num_iterations=1, loss_type="grpo",
    scale_rewards="group"), lr, grad clip, and the task's verifier as the reward. One warm-up
-   step, then the median of --rl-steps steps, each timed from the end of the previous one. The
+   step, then the median of --rl-steps steps, each timed from the end of the previous one; the
+   TRL run sits between the two halves of the engine's timed steps (load drift hits both). The
    mean completion length of the timed steps is printed beside each, because step time follows it.
 
 Every timed figure of (1) and (2) is the median of --repeats runs after one warm-up run, the two
@@ -194,15 +195,24 @@ def bench_rl(args, scale: str, root: Path, log) -> dict:
     max_new = trainer.max_new
     phase_flops = count_phase_flops(trainer.ledger)
     rows = []
-    for step in range(1, args.rl_steps + 2):
-        for k in phase_flops:
-            phase_flops[k] = 0
-        t0 = time.perf_counter()
-        row = trainer.step(step)
-        rows.append({"s": time.perf_counter() - t0, "len": row["len/mean"], "reward": row["reward/mean"],
-                     "rollout_s": row["time/rollout_s"], "reference_s": row["time/reference_s"],
-                     "train_s": row["time/train_s"],
-                     **{f"{p}_flop_s": phase_flops[p] / row[f"time/{p}_s"] for p in phase_flops}})
+
+    def engine_steps(first: int, last: int) -> None:
+        for step in range(first, last + 1):
+            for k in phase_flops:
+                phase_flops[k] = 0
+            t0 = time.perf_counter()
+            row = trainer.step(step)
+            rows.append({"s": time.perf_counter() - t0, "len": row["len/mean"], "reward": row["reward/mean"],
+                         "rollout_s": row["time/rollout_s"], "reference_s": row["time/reference_s"],
+                         "train_s": row["time/train_s"],
+                         **{f"{p}_flop_s": phase_flops[p] / row[f"time/{p}_s"] for p in phase_flops}})
+
+    # the TRL run sits between two halves of the engine's steps, so load drift on a shared box
+    # hits both sides alike (timed one after the other, a busy spell can double one side)
+    half = 1 + args.rl_steps // 2  # the warm-up step and the first half
+    engine_steps(1, half)
+    trl_res = bench_trl(args, trainer, max_new, root / f"trl-{scale}", log) if has_trl() else None
+    engine_steps(half + 1, args.rl_steps + 1)
     timed = rows[1:]
     ours = {"s_step": statistics.median(r["s"] for r in timed), "runs_s": [r["s"] for r in timed],
             "len_mean": statistics.mean(r["len"] for r in timed),
@@ -211,9 +221,7 @@ def bench_rl(args, scale: str, root: Path, log) -> dict:
             "phases_flop_s": {p: statistics.median(r[f"{p}_flop_s"] for r in timed) for p in ("rollout", "reference", "train")}}
     out = {"task": args.task, "scale": scale, "prompts_per_step": args.rl_prompts, "group_size": args.rl_group,
            "max_new_tokens": max_new, "warmstart_steps": args.warmstart_steps,
-           "warmstart_acc": trainer.ws.accuracy, "ours": ours, "trl": None}
-    if has_trl():
-        out["trl"] = bench_trl(args, trainer, max_new, root / f"trl-{scale}", log)
+           "warmstart_acc": trainer.ws.accuracy, "ours": ours, "trl": trl_res}
     return out
 
 
