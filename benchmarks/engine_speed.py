@@ -6,6 +6,8 @@ run; the ratio of two figures taken minutes apart moves less):
 
 1. Rollout tokens/s: `NativeBackend.generate` vs transformers `model.generate(do_sample=True)`,
    same model, same left-padded task prompts, same batch and max_new_tokens, temperature 1, no top-k/p.
+   The batch is shaped like an RL step's: --prompts distinct prompts, each --group times in a row
+   (the engine encodes each distinct prompt once; `generate` and a plain HF step do not).
    Generated tokens are counted the same way for both: each row up to and including its first
    EOS (or max_new_tokens), never padding. Freshly initialised models (speed does not depend on
    the weights; a random model rarely emits EOS, so rows run to the cap).
@@ -18,7 +20,8 @@ run; the ratio of two figures taken minutes apart moves less):
    warm-start checkpoint directory, with the same prompts per step × group size, max completion
    length, β = 0.04, ε = 0.2, one update per batch (TRL: num_iterations=1, loss_type="grpo",
    scale_rewards="group"), lr, grad clip, and the task's verifier as the reward. One warm-up
-   step, then the median of --rl-steps steps, each timed from the end of the previous one. The
+   step, then the median of --rl-steps steps, each timed from the end of the previous one; the
+   TRL run sits between the two halves of the engine's timed steps (load drift hits both). The
    mean completion length of the timed steps is printed beside each, because step time follows it.
 
 Every timed figure of (1) and (2) is the median of --repeats runs after one warm-up run, the two
@@ -58,6 +61,7 @@ if str(REPO) not in sys.path:  # run as a file from a checkout without `pip inst
 import algorithms  # noqa: E402
 from bench import models, tasks  # noqa: E402
 from bench.config import Budget, RunConfig, TrainConfig  # noqa: E402
+from bench.engine.ledger import Ledger, ModelShape  # noqa: E402
 from bench.engine.policy import Policy, sequence_logprobs  # noqa: E402
 from bench.engine.rollout import NativeBackend, SamplingParams, left_pad  # noqa: E402
 from bench.warmstart import WarmStartConfig  # noqa: E402
@@ -79,6 +83,19 @@ def alternating(fns: dict, repeats: int) -> dict[str, list[float]]:
     return times
 
 
+def matmul_peak(n: int = 512, repeats: int = 20) -> float:
+    """Measured fp32 matmul FLOP/s on this process's threads: best of `repeats` n×n×n products
+    (the ceiling that every phase's achieved FLOP/s is read against)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best
+
+
 def generated_tokens(completions: torch.Tensor, eos_id: int) -> int:
     """Tokens of (B, T) completions up to and including each row's first EOS (all T if none)."""
     is_eos = completions == eos_id
@@ -88,12 +105,14 @@ def generated_tokens(completions: torch.Tensor, eos_id: int) -> int:
 
 
 # ---------------------------------------------------------------------------- 1 and 2
-def bench_scale(scale_name: str, task, n_prompts: int, max_new: int, repeats: int, log) -> dict:
+def bench_scale(scale_name: str, task, n_prompts: int, group: int, max_new: int, repeats: int, log) -> dict:
     scale = models.get(scale_name)
     tok = models.build_tokenizer(scale)
     model = models.build_model(scale, tok, seed=0)
     policy = Policy(model, tok)
-    prompts = policy.encode_prompts([e.prompt for e in task.split("train", n=n_prompts)])
+    # an RL batch: each prompt `group` times, as the trainer samples it (both sides get this batch)
+    prompts = [p for p in policy.encode_prompts([e.prompt for e in task.split("train", n=n_prompts)])
+               for _ in range(group)]
     ids, att = left_pad(prompts, policy.pad_id)
     params = SamplingParams(max_new_tokens=max_new, temperature=1.0, seed=0)
     backend = NativeBackend(model, policy.pad_id, policy.eos_id)
@@ -112,10 +131,15 @@ def bench_scale(scale_name: str, task, n_prompts: int, max_new: int, repeats: in
                                  eos_token_id=policy.eos_id, use_cache=True)
         counts["hf"] = generated_tokens(out[:, ids.shape[1]:], policy.eos_id)
 
-    log(f"  rollout {scale_name}: {n_prompts} prompts x {max_new} new tokens")
+    log(f"  rollout {scale_name}: {n_prompts} prompts x {group} samples x {max_new} new tokens")
     gt = alternating({"native": ours, "hf": hf}, repeats)
     gen = {k: {"s": statistics.median(v), "tokens": counts[k], "tok_s": counts[k] / statistics.median(v), "runs_s": v}
            for k, v in gt.items()}
+    shape = ModelShape.of(model)
+    g0 = backend.generate(prompts, params)
+    gen_flops = Ledger().generation(shape, map(len, prompts), g0.lengths.tolist())  # nominal: prefix sharing not credited
+    for v in gen.values():  # FLOP/s of the ledger's count for the same work (both sample ~the same lengths)
+        v["flop_s"] = gen_flops * v["tokens"] / counts["native"] / v["s"]
 
     # Training batch: the prompts above + the completions our backend samples (right-padded after EOS).
     g = backend.generate(prompts, params)
@@ -145,8 +169,9 @@ def bench_scale(scale_name: str, task, n_prompts: int, max_new: int, repeats: in
 
     log(f"  train {scale_name}: batch {tuple(seq.shape)}, {real} real tokens")
     tt = alternating({"ours": train_ours, "hf": train_hf}, repeats)
-    train = {k: {"s": statistics.median(v), "tokens": real, "tok_s": real / statistics.median(v), "runs_s": v}
-             for k, v in tt.items()}
+    train_flops = Ledger().training(shape, (att.sum(-1) + cmask.sum(-1)).long().tolist(), 0)
+    train = {k: {"s": statistics.median(v), "tokens": real, "tok_s": real / statistics.median(v), "runs_s": v,
+                 "flop_s": train_flops / statistics.median(v)} for k, v in tt.items()}
     return {"scale": scale_name, "params": models.n_params(model), "batch": list(seq.shape),
             "prompt_width": ids.shape[1], "generate": gen, "train": train}
 
@@ -168,24 +193,52 @@ def bench_rl(args, scale: str, root: Path, log) -> dict:
     log(f"  set-up {time.perf_counter() - t0:.1f}s (warm start {trainer.ws.path}, "
         f"greedy acc {trainer.ws.accuracy:.2f})")
     max_new = trainer.max_new
+    phase_flops = count_phase_flops(trainer.ledger)
     rows = []
-    for step in range(1, args.rl_steps + 2):
-        t0 = time.perf_counter()
-        row = trainer.step(step)
-        rows.append({"s": time.perf_counter() - t0, "len": row["len/mean"], "reward": row["reward/mean"],
-                     "rollout_s": row["time/rollout_s"], "reference_s": row["time/reference_s"],
-                     "train_s": row["time/train_s"]})
+
+    def engine_steps(first: int, last: int) -> None:
+        for step in range(first, last + 1):
+            for k in phase_flops:
+                phase_flops[k] = 0
+            t0 = time.perf_counter()
+            row = trainer.step(step)
+            rows.append({"s": time.perf_counter() - t0, "len": row["len/mean"], "reward": row["reward/mean"],
+                         "rollout_s": row["time/rollout_s"], "reference_s": row["time/reference_s"],
+                         "train_s": row["time/train_s"],
+                         **{f"{p}_flop_s": phase_flops[p] / row[f"time/{p}_s"] for p in phase_flops}})
+
+    # the TRL run sits between two halves of the engine's steps, so load drift on a shared box
+    # hits both sides alike (timed one after the other, a busy spell can double one side)
+    half = 1 + args.rl_steps // 2  # the warm-up step and the first half
+    engine_steps(1, half)
+    trl_res = bench_trl(args, trainer, max_new, root / f"trl-{scale}", log) if has_trl() else None
+    engine_steps(half + 1, args.rl_steps + 1)
     timed = rows[1:]
     ours = {"s_step": statistics.median(r["s"] for r in timed), "runs_s": [r["s"] for r in timed],
             "len_mean": statistics.mean(r["len"] for r in timed),
             "reward_mean": statistics.mean(r["reward"] for r in timed),
-            "phases_s": {p: statistics.median(r[f"{p}_s"] for r in timed) for p in ("rollout", "reference", "train")}}
+            "phases_s": {p: statistics.median(r[f"{p}_s"] for r in timed) for p in ("rollout", "reference", "train")},
+            "phases_flop_s": {p: statistics.median(r[f"{p}_flop_s"] for r in timed) for p in ("rollout", "reference", "train")}}
     out = {"task": args.task, "scale": scale, "prompts_per_step": args.rl_prompts, "group_size": args.rl_group,
            "max_new_tokens": max_new, "warmstart_steps": args.warmstart_steps,
-           "warmstart_acc": trainer.ws.accuracy, "ours": ours, "trl": None}
-    if has_trl():
-        out["trl"] = bench_trl(args, trainer, max_new, root / f"trl-{scale}", log)
+           "warmstart_acc": trainer.ws.accuracy, "ours": ours, "trl": trl_res}
     return out
+
+
+def count_phase_flops(ledger: Ledger) -> dict[str, int]:
+    """Wrap the trainer's ledger so each step's FLOPs are also summed by phase (its charges for
+    generation, frozen forwards and training are made in the rollout, reference and train phases)."""
+    counts = {"rollout": 0, "reference": 0, "train": 0}
+    for method, phase in (("generation", "rollout"), ("forward", "reference"), ("training", "train")):
+        inner = getattr(ledger, method)
+
+        def charged(*a, _inner=inner, _phase=phase, **k):
+            f = _inner(*a, **k)
+            counts[_phase] += f
+            return f
+
+        setattr(ledger, method, charged)
+    return counts
 
 
 def has_trl() -> bool:
@@ -263,39 +316,52 @@ def table(headers: list[str], rows: list[list], left: int = 1) -> str:
 
 
 def report(res: dict) -> str:
+    peak = res["matmul_peak_flop_s"]
     out = [f"engine speed: torch {res['torch']} on {res['cpu']}, {res['threads']} threads; "
-           f"median of {res['repeats']} after a warm-up"]
+           f"median of {res['repeats']} after a warm-up; load average {res['load']}",
+           f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s (512x512x512, best of 20); "
+           "GFLOP/s below are the ledger's FLOPs of real tokens per second, % of that peak"]
+
+    def gf(x: float) -> str:
+        return f"{x / 1e9:.1f} ({100 * x / peak:.0f}%)"
+
     gen_rows, train_rows = [], []
     for s in res["scales"]:
         g, t = s["generate"], s["train"]
         gen_rows.append([s["scale"], f"{s['params'] / 1e6:.2f}M", f"{s['batch'][0]}x{res['max_new_tokens']}",
                          f"{g['native']['tok_s']:,.0f}", f"{g['hf']['tok_s']:,.0f}",
                          f"{g['native']['tok_s'] / g['hf']['tok_s']:.2f}x",
-                         f"{g['native']['tokens']}/{g['hf']['tokens']}"])
+                         f"{g['native']['tokens']}/{g['hf']['tokens']}",
+                         f"{gf(g['native']['flop_s'])} / {gf(g['hf']['flop_s'])}"])
         train_rows.append([s["scale"], f"{s['batch'][0]}x{s['batch'][1]}", f"{t['ours']['tok_s']:,.0f}",
                            f"{t['hf']['tok_s']:,.0f}", f"{t['ours']['tok_s'] / t['hf']['tok_s']:.2f}x",
-                           f"{t['ours']['s']:.3f}/{t['hf']['s']:.3f}"])
+                           f"{t['ours']['s']:.3f}/{t['hf']['s']:.3f}",
+                           f"{gf(t['ours']['flop_s'])} / {gf(t['hf']['flop_s'])}"])
     if gen_rows:
         out += ["", "1. rollout: generated tokens/s (higher is better; tokens counted up to and including EOS)",
-                table(["scale", "params", "batch", "native tok/s", "hf generate tok/s", "native/hf", "tokens n/hf"],
+                table(["scale", "params", "batch", "native tok/s", "hf generate tok/s", "native/hf", "tokens n/hf",
+                       "GFLOP/s native / hf"],
                       gen_rows)]
         out += ["", "2. training forward+backward+AdamW: real tokens/s (higher is better)",
-                table(["scale", "batch", "ours tok/s", "hf labels tok/s", "ours/hf", "s/step ours/hf"], train_rows)]
+                table(["scale", "batch", "ours tok/s", "hf labels tok/s", "ours/hf", "s/step ours/hf",
+                              "GFLOP/s ours / hf"], train_rows)]
     if res["rl"]:
         first = res["rl"][0]
         rows, ratios = [], []
         for rl in res["rl"]:
             o, t = rl["ours"], rl["trl"]
             rows.append([rl["scale"], "engine (Trainer.step)", f"{o['s_step']:.3f}", f"{o['len_mean']:.1f}",
-                         f"{o['reward_mean']:.2f}", "  ".join(f"{k} {v:.3f}" for k, v in o["phases_s"].items())])
+                         f"{o['reward_mean']:.2f}", "  ".join(f"{k} {v:.3f}" for k, v in o["phases_s"].items()),
+                         "  ".join(f"{k} {gf(v)}" for k, v in o["phases_flop_s"].items())])
             if t:
                 rows.append([rl["scale"], f"TRL {t['version']} GRPOTrainer", f"{t['s_step']:.3f}",
-                             f"{t['len_mean']:.1f}", f"{t['reward_mean']:.2f}", ""])
+                             f"{t['len_mean']:.1f}", f"{t['reward_mean']:.2f}", "", ""])
                 ratios.append(f"{rl['scale']} {t['s_step'] / o['s_step']:.2f}x")
         out += ["", f"3. grpo step: {first['task']}, {first['prompts_per_step']} prompts x {first['group_size']}, "
                     f"max {first['max_new_tokens']} new tokens, beta 0.04, one update per batch; median s/step "
                     f"of {len(first['ours']['runs_s'])} after a warm-up step (lower is better)",
-                table(["scale", "trainer", "s/step", "mean len", "reward", "engine phases (s)"], rows, left=2)]
+                table(["scale", "trainer", "s/step", "mean len", "reward", "engine phases (s)",
+                       "engine phases GFLOP/s (% of peak)"], rows, left=2)]
         if ratios:
             out.append("TRL s/step ÷ engine s/step (above 1: the engine is faster): " + ", ".join(ratios))
     return "\n".join(out)
@@ -305,7 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scales", default="nano,micro", help="scales for parts 1-2, e.g. nano,micro,small")
     ap.add_argument("--task", default="addition", help="task whose prompts and verifier are used")
-    ap.add_argument("--prompts", type=int, default=256, help="rollout/training batch size (parts 1-2)")
+    ap.add_argument("--prompts", type=int, default=32, help="distinct prompts per batch (parts 1-2)")
+    ap.add_argument("--group", type=int, default=TrainConfig.group_size,
+                    help="samples per prompt (parts 1-2): the batch is prompts x group rows, as in an RL step")
     ap.add_argument("--max-new", type=int, default=32, help="new tokens per rollout (parts 1-2)")
     ap.add_argument("--repeats", type=int, default=7, help="timed repeats after one warm-up (parts 1-2)")
     ap.add_argument("--rl-scales", default="nano,micro", help="comma-separated scales for the RL step comparison")
@@ -338,10 +406,11 @@ def main(argv: list[str] | None = None) -> int:
         res = {"torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
                "threads": torch.get_num_threads(), "repeats": args.repeats, "max_new_tokens": args.max_new,
                "command": " ".join([Path(sys.executable).name, *sys.argv]), "args": vars(args), "scales": [], "rl": [],
-               "trl_installed": has_trl()}
+               "trl_installed": has_trl(), "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+               "matmul_peak_flop_s": matmul_peak()}
         if "rollout-train" not in skip:
             for name in [s for s in args.scales.split(",") if s]:
-                res["scales"].append(bench_scale(name, task, args.prompts, args.max_new, args.repeats, log))
+                res["scales"].append(bench_scale(name, task, args.prompts, args.group, args.max_new, args.repeats, log))
         if "rl" not in skip:
             if not res["trl_installed"]:
                 print("TRL is not installed: skipping the GRPOTrainer comparison "

@@ -1,10 +1,17 @@
 """GPU paths of the engine, in one short script for a lent GPU machine (or --device cpu to try it).
 
-Checks and prints: the algorithms' CUDA-vs-CPU tests; a warm start on the GPU; engine steps in
-fp32 and bf16 at two scales (seconds per step by phase, rollout and train tokens/s, finite
-metrics, clip fractions exactly 0 with one update per batch); peak GPU memory.
+Checks and prints: the algorithms' CUDA-vs-CPU tests; a warm start on the GPU; engine steps at
+two scales, per precision (--precisions, default bf16 and fp32) and per forward path (--paths):
+`hf` is the transformers forward (BENCH_FUSED=0, the engine before issue 17), `fused` the
+hand-fused forward with its static KV cache, prefix sharing and on-device sampling. Each run
+gives seconds per step by phase, generated tokens/s, training FLOP/s (the ledger's training
+FLOPs over the train phase's seconds), finite metrics, clip fractions exactly 0 with one update
+per batch, peak GPU memory. The closing table is issue 17's acceptance 3: generated tok/s and
+training TFLOP/s at small and medium in bf16, hf (before) beside fused (after), and generated
+tok/s at small against 10x the 23.6k measured before (the H200 figure in the engine issue).
 
     python benchmarks/gpu_check.py --device cuda --scales small medium --json out.json
+    python benchmarks/gpu_check.py --device cuda --skip-tests --precisions bf16 --steps 3   # quicker
 """
 from __future__ import annotations
 
@@ -32,6 +39,9 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--precisions", nargs="+", default=["bf16", "fp32"], choices=["bf16", "fp32"])
+    ap.add_argument("--paths", nargs="+", default=["hf", "fused"], choices=["hf", "fused"],
+                    help="forward paths to time: hf = transformers (BENCH_FUSED=0), fused = the engine's own")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -40,6 +50,7 @@ def main() -> int:
     import algorithms
     from bench import models, tasks
     from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
+    from bench.engine.ledger import Ledger
     from bench.engine.trainer import Trainer
     from bench.warmstart import WarmStartConfig, warm_start
 
@@ -64,6 +75,15 @@ def main() -> int:
     if not os.environ.get("BENCH_CACHE"):  # a throwaway cache unless the caller names one
         os.environ["BENCH_CACHE"] = tempfile.mkdtemp(prefix="gpu-check-cache-")
     task = tasks.get(args.task)
+    train_flops = [0]  # the ledger's training FLOPs of the current run (wrapped at class level)
+    inner_training = Ledger.training
+
+    def training(self, *a, **k):
+        f = inner_training(self, *a, **k)
+        train_flops[0] += f
+        return f
+
+    Ledger.training = training
     rows = []
     for scale_name in args.scales:
         scale = models.get(scale_name)
@@ -73,7 +93,11 @@ def main() -> int:
         ws = warm_start(task, scale, wcfg, device=args.device)
         print(f"warm start {args.task}/{scale_name}: acc {ws.accuracy:.3f} in {ws.seconds:.1f}s "
               f"({args.ws_steps} SFT steps + eval)", flush=True)
-        for precision in ("fp32", "bf16"):
+        for precision, path in [(p, q) for p in args.precisions for q in args.paths]:
+            os.environ["BENCH_FUSED"] = "1" if path == "fused" else "0"
+            train_flops[0] = 0
+            if args.device.startswith("cuda"):
+                torch.cuda.reset_peak_memory_stats()
             cfg = RunConfig(
                 recipe=algorithms.get("grpo"), task=args.task, scale=scale_name, budget=Budget(args.steps, "steps"),
                 train=TrainConfig(prompts_per_step=args.prompts, group_size=args.group, precision=precision,
@@ -91,12 +115,13 @@ def main() -> int:
             med = lambda c: float(later[c].median()) if later.height else float(st[c].median())  # noqa: E731
             gen_tok = float(st["compute/gen_tokens"][-1] / st["time/rollout_s"].sum())
             row = {
-                "scale": scale_name, "precision": precision, "status": res.status,
+                "scale": scale_name, "precision": precision, "path": path, "status": res.status,
                 "params_M": round(json.loads((res.path / "run.json").read_text())["model"]["params"] / 1e6, 2),
                 "step_s": med("time/step_s"), "rollout_s": med("time/rollout_s"), "reference_s": med("time/reference_s"),
                 "train_s": med("time/train_s"), "gen_tok_per_s": gen_tok,
                 "train_tok_per_s": float(st["compute/train_tokens"][-1] / st["time/train_s"].sum()),
                 "tflops_per_s": float(st["compute/flops"][-1] / st["time/step_s"].sum() / 1e12),
+                "train_tflops_per_s": float(train_flops[0] / st["time/train_s"].sum() / 1e12),
                 "acc_start": float(ev["eval/acc_greedy"][0]), "acc_end": float(ev["eval/acc_greedy"][-1]),
                 "clip_frac_max": float((st["policy/clip_frac_low"] + st["policy/clip_frac_high"]).max()),
                 "finite": all(math.isfinite(x) for x in st["kl/k3"].to_list() + st["loss/policy"].to_list()),
@@ -106,12 +131,36 @@ def main() -> int:
                 row["peak_mem_GiB"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
             rows.append(row)
             print(json.dumps(row), flush=True)
+    os.environ.pop("BENCH_FUSED", None)
+    Ledger.training = inner_training
     report["engine"] = rows
+    print(acceptance_table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     ok = all(r["status"] == "finished" and r["finite"] and r["clip_frac_max"] == 0 for r in rows)
     print("GPU CHECK", "OK" if ok else "FAILED")
     return 0 if ok else 1
+
+
+EARLIER_GEN_TOK_S = 23_600  # small, bf16, H200, transformers forward (the engine issue's note)
+
+
+def acceptance_table(rows: list[dict]) -> str:
+    """Issue 17 acceptance 3: hf (before) beside fused (after) per scale and precision."""
+    by = {(r["scale"], r["precision"], r["path"]): r for r in rows}
+    out = ["", "scale   precision  gen tok/s hf -> fused (x)        train TFLOP/s hf -> fused   step s hf -> fused"]
+    for scale, precision in dict.fromkeys((r["scale"], r["precision"]) for r in rows):
+        hf, fu = by.get((scale, precision, "hf")), by.get((scale, precision, "fused"))
+        cell = lambda k, fmt: " -> ".join(fmt.format(x[k]) if x else "-" for x in (hf, fu))  # noqa: E731
+        ratio = f"({fu['gen_tok_per_s'] / hf['gen_tok_per_s']:.1f}x)" if hf and fu else ""
+        out.append(f"{scale:<7} {precision:<9}  {cell('gen_tok_per_s', '{:,.0f}'):>22} {ratio:<7}  "
+                   f"{cell('train_tflops_per_s', '{:.3f}'):>22}  {cell('step_s', '{:.3f}'):>18}")
+    small = by.get(("small", "bf16", "fused"))
+    if small:
+        x = small["gen_tok_per_s"] / EARLIER_GEN_TOK_S
+        out.append(f"small bf16 fused: {small['gen_tok_per_s']:,.0f} generated tok/s = {x:.1f}x the earlier "
+                   f"{EARLIER_GEN_TOK_S:,} (acceptance: >= 10x) -> {'MET' if x >= 10 else 'NOT MET'}")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from bench.engine.fused import FusedLM, completion_logits
+
 
 @dataclass
 class Policy:
@@ -58,17 +60,23 @@ def sequence_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs (B, T) of `completion` after left-padded prompts (B, P).
 
-    One forward over prompt+completion; logits only for the completion positions
-    (`logits_to_keep`), so the vocab projection costs T, not P+T, positions. Entropy (B, T) of
-    the tempered distribution is returned when asked (no extra forward; detached unless
-    `entropy_grad`).
+    One forward over prompt+completion; logits only for the completion positions, so the vocab
+    projection costs T, not P+T, positions. Qwen2/Llama-style models run the fused forward of
+    `bench.engine.fused`, which also encodes each distinct prompt once for the G completions of
+    a group (measured ~2x faster training at micro); other models run transformers' forward.
+    Entropy (B, T) of the tempered distribution is returned when asked (no extra forward;
+    detached unless `entropy_grad`).
     """
-    T = completion.shape[1]
-    ids = torch.cat([prompt_ids, completion], 1)
-    # right padding after EOS sits after every real token, so causal attention never sees it
-    att = torch.cat([prompt_mask, torch.ones_like(completion)], 1)
-    pos = (att.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=att, position_ids=pos, logits_to_keep=T + 1).logits[:, :-1]
+    lm = FusedLM.of(model)
+    if lm is not None:  # Qwen2/Llama: the fused forward, each distinct prompt encoded once
+        logits = completion_logits(lm, prompt_ids, prompt_mask, completion)
+    else:
+        T = completion.shape[1]
+        ids = torch.cat([prompt_ids, completion], 1)
+        # right padding after EOS sits after every real token, so causal attention never sees it
+        att = torch.cat([prompt_mask, torch.ones_like(completion)], 1)
+        pos = (att.cumsum(-1) - 1).clamp(min=0)
+        logits = model(input_ids=ids, attention_mask=att, position_ids=pos, logits_to_keep=T + 1).logits[:, :-1]
     logits = logits.float() / temperature
     logprobs = logits.log_softmax(-1)
     logp = logprobs.gather(-1, completion[..., None]).squeeze(-1)
