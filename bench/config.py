@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import algorithms
+from bench import rewards as reward_fns
 from bench.engine.evaluate import EvalConfig
 from bench.warmstart import WarmStartConfig
 
 BudgetKind = Literal["flops", "steps", "tokens"]
+DEFAULT_REWARDS = reward_fns.DEFAULT
 HASHED_TAGS = ("study", "trial")  # bench tune's trial identity (see RunConfig._hashed)
 _BUDGET_RE = re.compile(r"^\s*([0-9.eE+]+)\s*(flops|steps|tokens)?\s*$")
 
@@ -72,6 +74,13 @@ class TrainConfig:
     # Truncated importance sampling for vLLM rollouts (engine setting, any recipe): each token's
     # policy-gradient loss × min(π_train_old / π_vllm, tis_cap); None: off. TRL and verl use 2.
     tis_cap: float | None = None
+    # Distinct training prompts a run cycles through: None = all of a dataset task's train split,
+    # 4096 of a generated task's endless stream (tasks.GeneratedTask.default_pool); a number caps it.
+    prompt_pool: int | None = None
+    # KL-to-reference metrics (kl/k1, kl/k3), which need a frozen copy of the model and a forward
+    # pass per step; recipes with a KL term always get it. None: on for built-in scales, off for a
+    # local model directory (a pretrained model's copy costs memory and FLOPs).
+    kl_metrics: bool | None = None
 
     def __post_init__(self) -> None:
         for f in ("prompts_per_step", "group_size", "micro_batch_size"):
@@ -97,6 +106,10 @@ class TrainConfig:
             raise ValueError(f"train.schedule must be 'constant' or 'cosine', got {self.schedule!r}")
         if self.tis_cap is not None and not (isinstance(self.tis_cap, (int, float)) and self.tis_cap > 0):
             raise ValueError(f"train.tis_cap must be a number > 0 or null, got {self.tis_cap!r}")
+        if self.kl_metrics is not None and not isinstance(self.kl_metrics, bool):
+            raise ValueError(f"train.kl_metrics must be true, false or null (default), got {self.kl_metrics!r}")
+        if self.prompt_pool is not None and not (type(self.prompt_pool) is int and self.prompt_pool > 0):
+            raise ValueError(f"train.prompt_pool must be an int > 0 or null (all), got {self.prompt_pool!r}")
 
 
 @dataclass(frozen=True)
@@ -165,6 +178,7 @@ class RunConfig:
     eval: EvalSchedule = EvalSchedule()
     warmstart: WarmStartConfig = WarmStartConfig()
     rollout: Literal["native", "vllm"] = "native"  # vllm: bench/engine/vllm_backend.py (its own venv)
+    rewards: dict = field(default_factory=lambda: dict(DEFAULT_REWARDS))  # bench/rewards.py: name -> weight
     tags: dict = field(default_factory=dict)  # free-form labels (suite, cell, ...); hashed: only HASHED_TAGS
     device: str = "cpu"  # execution settings: recorded, not hashed
     threads: int = 0
@@ -176,6 +190,7 @@ class RunConfig:
             raise ValueError("train.tis_cap corrects the vLLM-vs-trainer log-prob mismatch: it needs rollout='vllm'")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
+        object.__setattr__(self, "rewards", reward_fns.check(self.rewards))
 
     # -- canonical form -------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -190,6 +205,8 @@ class RunConfig:
             "eval": self.eval.canonical(),
             "warmstart": dataclasses.asdict(self.warmstart),
             "rollout": self.rollout,
+            # added after results existed: left out at its default so earlier run ids stay
+            **({} if self.rewards == DEFAULT_REWARDS else {"rewards": dict(self.rewards)}),
             "tags": dict(self.tags),
             "device": self.device,
             "threads": self.threads,
@@ -204,6 +221,8 @@ class RunConfig:
         d = dict(d)
         d["recipe"] = algorithms.from_json(json.dumps(d["recipe"])) if isinstance(d["recipe"], dict) else d["recipe"]
         d["budget"] = Budget(**d["budget"]) if isinstance(d["budget"], dict) else Budget.parse(d["budget"])
+        if d.get("warmstart") == "none":  # no SFT: the model as it is (what a local model directory gets)
+            d["warmstart"] = {"steps": 0}
         for key, typ in (("train", TrainConfig), ("eval", EvalSchedule), ("warmstart", WarmStartConfig)):
             if key in d and isinstance(d[key], dict):
                 d[key] = _build(typ, d[key], key)
@@ -232,6 +251,7 @@ class RunConfig:
         """Apply `path=value` overrides, e.g. train.lr=1e-4, recipe.objective.eps_high=0.28."""
         d = self.to_dict()
         d["train"] = dataclasses.asdict(self.train)  # every field settable, defaults included
+        d["rewards"] = dict(self.rewards)
         for a in assignments:
             if "=" not in a:
                 raise ValueError(f"override {a!r}: expected path=value, e.g. train.lr=1e-4")
@@ -243,8 +263,9 @@ class RunConfig:
 def _train_dict(train: TrainConfig) -> dict:
     """Fields added after results existed are left out at their default, so earlier run ids stay."""
     d = dataclasses.asdict(train)
-    if d["tis_cap"] is None:
-        del d["tis_cap"]
+    for key in ("tis_cap", "prompt_pool", "kl_metrics"):
+        if d[key] is None:
+            del d[key]
     return d
 
 
@@ -274,6 +295,6 @@ def set_path(d: dict, path: str, value: Any) -> None:
             raise ValueError(f"override {path!r}: no section {here!r}; valid here: {valid}")
         cur = cur[k]
     last = keys[-1]
-    if last not in cur and not path.startswith(("task_params.", "tags.")):
+    if last not in cur and not path.startswith(("task_params.", "tags.", "rewards.")):
         raise ValueError(f"override {path!r}: unknown field {last!r}; valid: {sorted(k for k in cur if k != 'type')}")
     cur[last] = value

@@ -15,7 +15,8 @@
 
     [train]      ...                  # bench.config.TrainConfig fields
     [eval]       ...                  # bench.config.EvalSchedule fields (the compute fractions)
-    [warmstart]  ...                  # bench.warmstart.WarmStartConfig fields
+    [warmstart]  ...                  # bench.warmstart.WarmStartConfig fields (or warmstart = "none")
+    rewards = {correct = 1.0, format = 0.1}   # bench/rewards.py; default {correct = 1.0}
     [resources]                       # execution only, never hashed
     threads = 1                       # torch threads per run (0: divide the machine's cores)
     gpus_per_run = 1.0                # Ray: GPUs a cuda run reserves (fractions pack runs on a GPU)
@@ -50,14 +51,14 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import algorithms
-from bench import models, tasks
+from bench import models, rewards, tasks
 from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
 from bench.warmstart import WarmStartConfig
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 REQUIRED = ("recipes", "seeds", "tasks", "scales", "budget")
 OPTIONAL = ("description", "device", "rollout", "task_params", "train", "eval", "warmstart", "resources", "overrides",
-            "tune", "report")
+            "tune", "rewards", "report")
 SECTIONS = {"train": TrainConfig, "eval": EvalSchedule, "warmstart": WarmStartConfig}
 OVERRIDABLE = ("recipe.", "train.")  # budget, eval, task, scale, warm start stay matched within a cell
 FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale")
@@ -164,6 +165,7 @@ class Suite:
     rollout: str = "native"
     resources: Resources = Resources()
     description: str = ""
+    rewards: dict = field(default_factory=lambda: dict(rewards.DEFAULT))  # reward function -> weight
     tune: dict = field(default_factory=dict)  # the [tune] table, validated by bench.tune when it tunes
     report: ReportSettings = ReportSettings()
     # (cell name, recipe) -> ("path=json", ...): tuned values (`bench suite --tuned`), applied last
@@ -172,7 +174,7 @@ class Suite:
     def run_config(self, cell: Cell, recipe: str, seed: int) -> RunConfig:
         cfg = RunConfig(recipe=algorithms.get(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
                         seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=self.train,
-                        eval=self.eval, warmstart=self.warmstart, rollout=self.rollout,
+                        eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, rewards=self.rewards,
                         tags={"suite": self.name, "cell": cell.name}, device=self.device, threads=self.resources.threads)
         cfg = cfg.with_overrides(list(self.overrides[recipe])) if recipe in self.overrides else cfg
         tuned = self.cell_overrides.get((cell.name, recipe))
@@ -282,7 +284,13 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
         except (ValueError, TypeError) as e:
             raise err(f"task_params.{t}", str(e)) from None
 
+    if data.get("warmstart") == "none":  # no SFT: the model as it is
+        data = {**data, "warmstart": {"steps": 0}}
     sections = {k: _section(typ, _table(data.get(k, {}), k, err), k, err) for k, typ in SECTIONS.items()}
+    try:
+        reward_spec = rewards.check(data.get("rewards", rewards.DEFAULT))
+    except ValueError as e:
+        raise err("rewards", str(e)) from None
     resources = _section(Resources, _table(data.get("resources", {}), "resources", err), "resources", err)
     device = data.get("device", "cpu")
     if not isinstance(device, str) or not _DEVICE_RE.match(device):
@@ -318,7 +326,8 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
 
     suite = Suite(name=path.stem, path=path, recipes=tuple(recipes), seeds=tuple(seeds), cells=tuple(cells),
                   task_params=task_params, overrides=overrides, device=device, rollout=rollout,
-                  resources=resources, description=description, tune=tune, report=report, **sections)
+                  resources=resources, description=description, tune=tune, report=report, rewards=reward_spec,
+                  **sections)
     for recipe in overrides:  # build the runs once: bad override paths and values fail here, not in a worker
         for cell in cells:
             try:

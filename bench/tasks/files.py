@@ -100,7 +100,8 @@ def _load_file(p: Path) -> Table:
     if p.suffix == ".csv":
         with tempfile.TemporaryDirectory() as cache:  # every column as text: a bare answer 72 is "72"
             rows = _read(lambda: datasets.Dataset.from_csv(str(p), keep_in_memory=True, cache_dir=cache,
-                                                           dtype=str, keep_default_na=False), p)
+                                                           keep_default_na=False), p)
+        rows = rows.cast(datasets.Features({c: datasets.Value("string") for c in rows.column_names}))
         return Table(rows, lambda i: f"{p} row {i + 1}", sha, str(p))
     text = data.decode("utf-8")
     if p.suffix == ".json" and text.lstrip().startswith("["):  # one JSON array of objects
