@@ -33,7 +33,6 @@ from bench.engine.rollout import NativeBackend, SamplingParams, left_pad, pad_ca
 from bench.warmstart import warm_start
 
 
-
 class Diverged(RuntimeError):
     """A NaN or inf in the loss or the gradients; the run ends with status `diverged`."""
 
