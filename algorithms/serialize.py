@@ -70,9 +70,13 @@ def from_dict(d: Any, path: str = "$") -> Part:
         if key == "type":
             continue
         if key not in fields:
-            raise ValueError(f"{path}.{key}: {tag} has no field {key!r}; fields: {', '.join(fields)}")
+            raise ValueError(f"{path}.{key}: {tag} has no field {key!r}; fields: {', '.join(fields) or 'none'}")
         kwargs[key] = decode(value, f"{path}.{key}")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ValueError as e:  # "PPOClip.eps_high: ..." -> "recipe.objective.eps_high: ...": the path the user wrote
+        msg, own = str(e), f"{cls.__name__}."
+        raise ValueError(f"{path}.{msg[len(own):]}" if msg.startswith(own) else f"{path}: {msg}") from None
 
 
 def decode(v: Any, path: str) -> Any:

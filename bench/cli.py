@@ -6,6 +6,37 @@ import sys
 from pathlib import Path
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (exit 2), like every other bad input."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _int_at_least(lo: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= {lo}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"got {v}; expected an integer >= {lo}")
+        return v
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected a finite number > 0") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected a finite number > 0")
+    return v
+
+
 def _add_results(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
 
@@ -43,14 +74,17 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_warmstart(args: argparse.Namespace) -> int:
-    from bench import models, tasks
-    from bench.warmstart import WarmStartConfig, warm_start
+    from bench import models, preflight, tasks
+    from bench.config import WarmStartConfig
+    from bench.warmstart import cache_dir, warm_start
 
+    cfg = WarmStartConfig(steps=args.steps, seed=args.seed)  # bad values fail here, in one line
     task = tasks.get(args.task, **_task_params(args.data, args.param))
     scale = models.get(args.scale)
-    cfg = WarmStartConfig(steps=args.steps, seed=args.seed)
-    ws = warm_start(task, scale, cfg, cache=Path(args.cache) if args.cache else None, device=args.device,
-                    log=lambda m: print(m, file=sys.stderr))
+    preflight.check_device(args.device)
+    cache = Path(args.cache) if args.cache else None
+    preflight.check_writable(cache or cache_dir(), "cache directory")
+    ws = warm_start(task, scale, cfg, cache=cache, device=args.device, log=lambda m: print(m, file=sys.stderr))
     m = ws.metrics
     if not m:  # a local model directory with no SFT: nothing trained, nothing cached
         print(f"task={task.name} scale={scale.name}: no warm start (steps 0); the model is used as it is")
@@ -64,25 +98,36 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
     return 0
 
 
+def _task_params(data: str | None, assignments: list[str]) -> dict:
+    """--data PATH (a dataset task's path) and --param KEY=VALUE as task parameters."""
+    from bench.config import parse_value
+
+    params = {} if data is None else {"path": data}
+    for a in assignments:
+        key, sep, raw = a.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--param {a!r}: expected KEY=VALUE, e.g. extractor=boxed")
+        params[key.strip()] = parse_value(raw.strip())
+    return params
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import algorithms
-    from bench import models, tasks
+    from bench import preflight
     from bench.config import Budget, RunConfig
-    from bench.engine.trainer import Trainer
 
-    tasks.task_class(args.task)  # fail fast on bad names, before any work
-    models.get(args.scale)
+    # fail before work: the config (types, ranges, --set), the task parameters, the device and the
+    # results directory are all checked before the warm start trains
     cfg = RunConfig(recipe=algorithms.get(args.recipe), task=args.task, scale=args.scale,
                     budget=Budget.parse(args.budget), seed=args.seed, device=args.device, threads=args.threads,
                     rollout=args.rollout, task_params=_task_params(args.data, []))
     if args.set:
         cfg = cfg.with_overrides(args.set)
-    tasks.get(cfg.task, **cfg.task_params)  # after the overrides: task_params.path may come from --set
-    if cfg.rollout == "vllm":  # fail fast, before the warm start: one line saying how to install it
-        from bench.engine.vllm_backend import check_installed
-
-        check_installed()
+    preflight.check_run(cfg)
     root = _root(args)
+    preflight.check_writable(root, "results directory")
+    from bench.engine.trainer import Trainer
+
     print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}")
     res = Trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
                   save_checkpoint=args.save_checkpoint).run()
@@ -94,19 +139,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"mean length {f.get('eval/len_mean', float('nan')):.1f}")
     print(f"results: {res.path}")
     return 0 if res.status == "finished" else 1
-
-
-def _task_params(data: str | None, assignments: list[str]) -> dict:
-    """--data FILE (a dataset task's path) and --param KEY=VALUE as task parameters."""
-    from bench.config import parse_value
-
-    params = {} if data is None else {"path": data}
-    for a in assignments:
-        key, sep, raw = a.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--param {a!r}: expected KEY=VALUE, e.g. extractor=boxed")
-        params[key.strip()] = parse_value(raw.strip())
-    return params
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -132,7 +164,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_suite(args: argparse.Namespace) -> int:
-    from bench import results, suite as suites
+    from bench import preflight, results, suite as suites
+    from bench.config import check_device
     from bench.harness import runner
 
     s = suites.load(args.name)
@@ -146,6 +179,14 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     cfgs = s.expand(s.parse_only(args.only))
     if not cfgs:
         raise ValueError(f"--only {' '.join(args.only)} selects no run of suite {s.name}")
+    device = check_device(args.device) if args.device else s.device
+    preflight.check_runs([c.replace(device=device) for c in cfgs])
+    if not args.dry_run:
+        preflight.check_writable(root, "results directory")
+        if not args.no_report:
+            from bench.report import default_dir
+
+            preflight.check_writable(default_dir(s.name), "report directory")
     pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
     plan = runner.make_plan(s, len(pending), args.executor, args.workers, args.threads, args.device, args.address,
                             args.gpus_per_run)
@@ -167,7 +208,8 @@ def _cmd_suite(args: argparse.Namespace) -> int:
 def _cmd_tune(args: argparse.Namespace) -> int:
     import time
 
-    from bench import suite as suites
+    from bench import preflight, suite as suites
+    from bench.config import RunConfig
     from bench.harness.executors import cpu_count
     from bench.tune import costs, settings as tune_settings, storage, study, tuned
 
@@ -187,12 +229,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             raise ValueError(suites.unknown("recipe", r, list(s.recipes)) + f" (in suite {s.name})")
     cells = [c for c in s.cells if c.name in only.get("cell", [c.name]) and c.task in only.get("task", [c.task])
              and c.scale in only.get("scale", [c.scale])]
-    if args.workers is not None and args.workers < 1:
-        raise ValueError("--workers must be >= 1")
     workers = args.workers or 1
     threads = args.threads or max(1, cpu_count() // workers)
     settings = tune_settings.from_suite(s, trials=args.trials, objective=args.objective, pruner=args.pruner)
     specs = study.plan(s, recipes, cells, settings)  # bad spaces fail here
+    preflight.check_runs([RunConfig.from_dict(spec.base) for spec in specs])
+    preflight.check_writable(root, "results directory")
+    preflight.check_writable(tuned_file.parent, "tuned overrides directory")
     url = args.storage or storage.default_url(root, s.name)
     storage.open_storage(url)  # a malformed or unreachable storage fails here, before any run
     import optuna
@@ -262,7 +305,7 @@ def pl_replace_cell(runs, cell: dict):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bench", description="grpo-bench: matched-compute comparisons of GRPO-family RL algorithms.")
+    p = _Parser(prog="bench", description="grpo-bench: matched-compute comparisons of GRPO-family RL algorithms.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     ls = sub.add_parser("list", help="list registered recipes, tasks, model scales or suites",
@@ -280,8 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "directory or a hub name")
     ws.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="a task parameter, e.g. extractor=boxed, question=problem (repeatable)")
-    ws.add_argument("--steps", type=int, default=None,
-                    help="SFT steps (default: the task/scale default; 0 for a local model directory)")
+    ws.add_argument("--steps", type=_int_at_least(0), default=None, help="SFT steps (default: the task/scale default)")
     ws.add_argument("--seed", type=int, default=0)
     ws.add_argument("--device", default="cpu")
     ws.add_argument("--cache", default=None, help="cache directory (default: $BENCH_CACHE or ~/.cache/grpo-bench)")
@@ -295,16 +337,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--task", required=True, help="task name (see `bench list tasks`)")
     run.add_argument("--scale", required=True, help="scale name or a local HF model directory")
     run.add_argument("--budget", required=True, help="compute budget: FLOPs (2e12), or with a unit: 40steps, 5e5tokens")
-    run.add_argument("--seed", type=int, default=0)
     run.add_argument("--data", default=None, metavar="PATH",
                      help="a dataset task's data (gsm8k, math): a .jsonl/.json/.parquet/.csv file, a save_to_disk "
                           "directory or a hub name; same as --set task_params.path=PATH")
+    run.add_argument("--seed", type=int, default=0)
     run.add_argument("--set", action="append", metavar="PATH=VALUE", default=[],
                      help="override a config field, e.g. train.lr=1e-4, recipe.objective.eps_high=0.28, "
                           "eval.every=0.25 (repeatable)")
     _add_results(run)
     run.add_argument("--device", default="cpu")
-    run.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    run.add_argument("--threads", type=_int_at_least(0), default=0, help="torch threads (0: torch's default)")
     run.add_argument("--save-checkpoint", action="store_true", help="save the final policy in transformers format")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--rollout", choices=["native", "vllm"], default="native",
@@ -324,10 +366,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="lm-eval task names, e.g. bench_addition bench_chain_sum (default: the run's task)")
     ev.add_argument("--model", choices=["hf", "vllm"], default="hf",
                     help="lm-eval model backend: hf (transformers) or vllm (where installed)")
-    ev.add_argument("--limit", type=int, default=None, help="examples per task (default: the run's eval.n_examples)")
-    ev.add_argument("--batch-size", type=int, default=256)
+    ev.add_argument("--limit", type=_int_at_least(1), default=None, help="examples per task (default: the run's eval.n_examples)")
+    ev.add_argument("--batch-size", type=_int_at_least(1), default=256)
     ev.add_argument("--device", default="cpu")
-    ev.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ev.add_argument("--threads", type=_int_at_least(0), default=0, help="torch threads (0: torch's default)")
     ev.add_argument("--export-only", action="store_true",
                     help="export every bench task's held-out split as an lm-eval task and exit")
     ev.add_argument("--log-samples", action="store_true", help="keep every prompt and response in the record")
@@ -347,12 +389,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="restrict to some runs: recipe=grpo,dapo  seed=0  cell=addition/nano  task=...  scale=... "
                          "(repeatable; all must match)")
     su.add_argument("--executor", choices=["local", "ray"], default="local")
-    su.add_argument("--workers", type=int, default=None,
+    su.add_argument("--workers", type=_int_at_least(1), default=None,
                     help="runs at once (default: one per core, at most the pending runs)")
-    su.add_argument("--threads", type=int, default=None,
+    su.add_argument("--threads", type=_int_at_least(0), default=None,
                     help="torch threads per run (default: the suite's [resources] threads, else cores / workers)")
     su.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
-    su.add_argument("--gpus-per-run", type=float, default=None,
+    su.add_argument("--gpus-per-run", type=_positive_float, default=None,
                     help="Ray with a cuda device: GPUs each run reserves; fractions pack runs on one GPU "
                          "(default: the suite's [resources] gpus_per_run, else 1)")
     su.add_argument("--device", default=None, help="override the suite's device (cpu, cuda, cuda:N); not hashed")
@@ -379,14 +421,14 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("suite", help="suite name or path; its [tune] table sets trials, objective, pruner, spaces")
     tu.add_argument("--recipe", action="append", default=[], metavar="R", help="recipe(s) to tune (repeatable, or R1,R2)")
     tu.add_argument("--all", action="store_true", help="every recipe of the suite (or of --only recipe=...), matched")
-    tu.add_argument("--trials", type=int, default=None, help="trials per study (default: [tune] trials, else 8)")
+    tu.add_argument("--trials", type=_int_at_least(1), default=None, help="trials per study (default: [tune] trials, else 8)")
     tu.add_argument("--objective", choices=["final", "auc"], default=None,
                     help="final: greedy accuracy at the end of the budget; auc: its mean over the budget")
     tu.add_argument("--pruner", choices=["median", "hyperband", "none"], default=None, help="default: median")
     tu.add_argument("--storage", default=None, metavar="URL",
                     help="journal file path or database URL (default: RESULTS/tune/SUITE.journal)")
-    tu.add_argument("--workers", type=int, default=None, help="processes running trials at once (default 1)")
-    tu.add_argument("--threads", type=int, default=None, help="torch threads per trial (default: cores / workers)")
+    tu.add_argument("--workers", type=_int_at_least(1), default=None, help="processes running trials at once (default 1)")
+    tu.add_argument("--threads", type=_int_at_least(0), default=None, help="torch threads per trial (default: cores / workers)")
     tu.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2",
                     help="restrict cells (cell=addition/nano, task=..., scale=...) or, with --all, recipes")
     _add_results(tu)

@@ -1,120 +1,128 @@
-"""RunConfig: everything that determines a run, frozen, validated, hashed into its id.
+"""RunConfig and its sections: everything that determines a run, typed, frozen, validated once.
+
+Every section is a `bench.typed.Section` (a strict, frozen pydantic model): types and ranges are
+declared on the fields, and a bad value fails in one line naming the field, the value and the
+range (`train.lr: got inf; expected a finite number > 0`). Suites, `--set`, tuned values and
+run.json all build configs through these classes; overrides are deep merges of plain tables on
+the config tree (`with_values({"train": {"lr": 1e-4}})`), validated once after the merge.
 
 A run id hashes the canonical JSON of the config (recipe parts with their type tags included);
 execution settings that do not change the result's meaning (device, threads) are left out of it.
-`config_id` leaves the seed out too, so seeds of one configuration group together.
+`config_id` leaves the seed out too, so seeds of one configuration group together. Ints given for
+float fields are stored as floats, so `--set train.lr=1` and `lr = 1.0` give one run id.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
+import math
 import re
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 import algorithms
+from algorithms.serialize import from_dict as recipe_from_dict
 from bench import rewards as reward_fns
-from bench.engine.evaluate import EvalConfig
-from bench.warmstart import WarmStartConfig
+from bench.typed import ConfigError, Section, merge, unflatten
 
 BudgetKind = Literal["flops", "steps", "tokens"]
-DEFAULT_REWARDS = reward_fns.DEFAULT
 HASHED_TAGS = ("study", "trial")  # bench tune's trial identity (see RunConfig._hashed)
-_BUDGET_RE = re.compile(r"^\s*([0-9.eE+]+)\s*(flops|steps|tokens)?\s*$")
+MAX_SEED = 2**63 - 1  # torch.manual_seed takes up to 2**64 - 1; derived seeds stay in int64
+_BUDGET_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*(flops|steps|tokens)?\s*$")
+_DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 
 
-@dataclass(frozen=True)
-class Budget:
-    value: float
+class Budget(Section):
+    """A compute budget: FLOPs by default, or optimizer steps, or generated tokens."""
+
+    WHERE: ClassVar[str] = "budget"
+    value: float = Field(gt=0)
     kind: BudgetKind = "flops"
 
-    def __post_init__(self) -> None:
-        if self.kind not in ("flops", "steps", "tokens"):
-            raise ValueError(f"budget kind must be one of flops, steps, tokens; got {self.kind!r}")
-        if not self.value > 0:
-            raise ValueError(f"budget must be > 0, got {self.value}")
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, v: Any) -> Any:
+        if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+            return _parse_budget(v)
+        if not isinstance(v, dict):
+            raise ValueError(f"expected FLOPs (2e12) or a string with a unit ('40steps', '5e5tokens'), got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _whole_steps(self) -> Budget:
+        if self.kind == "steps" and self.value != int(self.value):
+            raise ValueError(f"a steps budget must be a whole number of steps, got {self.value:g}steps")
+        return self
 
     @classmethod
     def parse(cls, text: str | float | int) -> Budget:
         """'2e12' or '2e12flops', '40steps', '5e5tokens' (generated tokens)."""
-        if isinstance(text, (int, float)):
-            return cls(float(text))
-        m = _BUDGET_RE.match(str(text))
-        if not m:
-            raise ValueError(f"budget {text!r}: expected a number with an optional unit flops|steps|tokens, e.g. 2e12 or 40steps")
-        try:
-            value = float(m.group(1))
-        except ValueError:
-            raise ValueError(f"budget {text!r}: {m.group(1)!r} is not a number") from None
-        return cls(value, m.group(2) or "flops")
+        return cls.build(text)
 
     def __str__(self) -> str:
         return f"{self.value:g}{self.kind}"
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    prompts_per_step: int = 16  # prompt groups per rollout batch
-    group_size: int = 8  # completions per prompt (G)
-    max_new_tokens: int | None = None  # None: the task's cap
-    temperature: float = 1.0
-    top_p: float = 1.0
-    lr: float = 2e-4
-    critic_lr: float = 5e-4
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-8
-    grad_clip: float = 1.0
-    warmup_steps: int = 0
+def _parse_budget(text: str | int | float) -> dict:
+    if not isinstance(text, str):
+        return {"value": float(text) if math.isfinite(text) else text}
+    m = _BUDGET_RE.match(text)
+    if not m:
+        raise ValueError(f"got {text!r}; expected a number with an optional unit flops|steps|tokens, "
+                         "e.g. 2e12 or 40steps")
+    try:
+        value = float(m.group(1))
+    except ValueError:
+        raise ValueError(f"got {text!r}; {m.group(1)!r} is not a number") from None
+    return {"value": value, "kind": m.group(2) or "flops"}
+
+
+class TrainConfig(Section):
+    WHERE: ClassVar[str] = "train"
+    LATER: ClassVar[tuple[str, ...]] = ("tis_cap", "prompt_pool", "kl_metrics")
+
+    prompts_per_step: int = Field(16, ge=1)  # prompt groups per rollout batch
+    group_size: int = Field(8, ge=2)  # completions per prompt (G); 1 leaves every group-relative advantage 0
+    max_new_tokens: int | None = Field(None, ge=1)  # None: the task's cap
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    lr: float = Field(2e-4, gt=0)
+    critic_lr: float = Field(5e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    adam_beta1: float = Field(0.9, ge=0, lt=1)
+    adam_beta2: float = Field(0.999, ge=0, lt=1)
+    adam_eps: float = Field(1e-8, gt=0)
+    grad_clip: float = Field(1.0, ge=0)
+    warmup_steps: int = Field(0, ge=0)
     schedule: Literal["constant", "cosine"] = "constant"
-    micro_batch_size: int = 64  # rows per forward/backward; memory only, never changes the gradient
+    micro_batch_size: int = Field(64, ge=1)  # rows per forward/backward; memory only, never changes the gradient
     precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast forwards (GPUs); weights and optimizer stay fp32
     # Truncated importance sampling for vLLM rollouts (engine setting, any recipe): each token's
     # policy-gradient loss × min(π_train_old / π_vllm, tis_cap); None: off. TRL and verl use 2.
-    tis_cap: float | None = None
+    tis_cap: float | None = Field(None, gt=0)
     # Distinct training prompts a run cycles through: None = all of a dataset task's train split,
     # 4096 of a generated task's endless stream (tasks.GeneratedTask.default_pool); a number caps it.
-    prompt_pool: int | None = None
+    prompt_pool: int | None = Field(None, ge=1)
     # KL-to-reference metrics (kl/k1, kl/k3), which need a frozen copy of the model and a forward
     # pass per step; recipes with a KL term always get it. None: on for built-in scales, off for a
     # local model directory (a pretrained model's copy costs memory and FLOPs).
     kl_metrics: bool | None = None
 
-    def __post_init__(self) -> None:
-        for f in ("prompts_per_step", "group_size", "micro_batch_size"):
-            if getattr(self, f) <= 0:
-                raise ValueError(f"train.{f} must be > 0, got {getattr(self, f)}")
-        if self.max_new_tokens is not None and self.max_new_tokens <= 0:
-            raise ValueError(f"train.max_new_tokens must be > 0, got {self.max_new_tokens}")
-        for f in ("temperature", "lr", "critic_lr"):
-            if not getattr(self, f) > 0:
-                raise ValueError(f"train.{f} must be > 0, got {getattr(self, f)}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"train.top_p must be in (0, 1], got {self.top_p}")
-        for f in ("adam_beta1", "adam_beta2"):
-            if not 0 <= getattr(self, f) < 1:
-                raise ValueError(f"train.{f} must be in [0, 1), got {getattr(self, f)}")
-        if not self.adam_eps > 0:
-            raise ValueError(f"train.adam_eps must be > 0, got {self.adam_eps}")
-        if self.weight_decay < 0 or self.grad_clip < 0 or self.warmup_steps < 0:
-            raise ValueError("train.weight_decay, train.grad_clip and train.warmup_steps must be >= 0")
-        if self.precision not in ("fp32", "bf16"):
-            raise ValueError(f"train.precision must be 'fp32' or 'bf16', got {self.precision!r}")
-        if self.schedule not in ("constant", "cosine"):
-            raise ValueError(f"train.schedule must be 'constant' or 'cosine', got {self.schedule!r}")
-        if self.tis_cap is not None and not (isinstance(self.tis_cap, (int, float)) and self.tis_cap > 0):
-            raise ValueError(f"train.tis_cap must be a number > 0 or null, got {self.tis_cap!r}")
-        if self.kl_metrics is not None and not isinstance(self.kl_metrics, bool):
-            raise ValueError(f"train.kl_metrics must be true, false or null (default), got {self.kl_metrics!r}")
-        if self.prompt_pool is not None and not (type(self.prompt_pool) is int and self.prompt_pool > 0):
-            raise ValueError(f"train.prompt_pool must be an int > 0 or null (all), got {self.prompt_pool!r}")
+
+class EvalConfig(Section):
+    """One held-out evaluation (bench/engine/evaluate.py)."""
+
+    WHERE: ClassVar[str] = "eval"
+    n_examples: int = Field(200, ge=1)  # held-out prompts
+    k: int = Field(4, ge=0)  # samples per prompt for avg@k / pass@k (0: greedy only)
+    temperature: float = Field(1.0, gt=0)
+    batch_size: int = Field(256, ge=1)  # prompts per generate call, bounds KV-cache memory
 
 
-@dataclass(frozen=True)
-class EvalSchedule:
-    """When held-out evaluations happen, as fractions of the budget (always at 0 and at 1).
+class EvalSchedule(Section):
+    """When held-out evaluations happen, as fractions of the budget (always at 0 and at 1), and how.
 
     spacing "linear": every `every` of the budget (0.1: 11 points). spacing "log": `points`
     fractions log-spaced from `first` to 1, plus 0, dense early where the learning curve bends, so
@@ -122,26 +130,20 @@ class EvalSchedule:
     0.019, 0.037, 0.072, 0.14, 0.27, 0.52, 1); `every` is not used then.
     """
 
-    every: float = 0.1  # evaluate at every `every` fraction of the budget (and at 0 and 1)
-    n_examples: int = 200
-    k: int = 4
-    temperature: float = 1.0
+    WHERE: ClassVar[str] = "eval"
+    every: float = Field(0.1, gt=0, le=1)  # evaluate at every `every` fraction of the budget (and at 0 and 1)
+    n_examples: int = Field(200, ge=1)
+    k: int = Field(4, ge=0)
+    temperature: float = Field(1.0, gt=0)
     spacing: Literal["linear", "log"] = "linear"
-    points: int = 8  # log spacing: evaluation points above 0, the last at 1
-    first: float = 0.01  # log spacing: the first evaluation point above 0
+    points: int = Field(8, ge=2, le=100)  # log spacing: evaluation points above 0, the last at 1
+    first: float = Field(0.01, gt=0, lt=1)  # log spacing: the first evaluation point above 0
 
-    def __post_init__(self) -> None:
-        if self.spacing not in ("linear", "log"):
-            raise ValueError(f"eval.spacing must be 'linear' or 'log', got {self.spacing!r}")
-        if self.spacing == "linear" and (
-                not 0 < self.every <= 1 or abs(round(1 / self.every) * self.every - 1) > 1e-9):
-            raise ValueError(f"eval.every must be 1/n for an integer n >= 1 (e.g. 0.1, 0.25), got {self.every}")
-        if self.spacing == "log":
-            if isinstance(self.points, bool) or not isinstance(self.points, int) or not 2 <= self.points <= 100:
-                raise ValueError(f"eval.points must be an integer in [2, 100] with spacing 'log', got {self.points!r}")
-            if not 0 < self.first < 1:
-                raise ValueError(f"eval.first must be in (0, 1) with spacing 'log', got {self.first!r}")
-        EvalConfig(n_examples=self.n_examples, k=self.k, temperature=self.temperature)  # validates
+    @model_validator(mode="after")
+    def _one_over_n(self) -> EvalSchedule:
+        if self.spacing == "linear" and abs(round(1 / self.every) * self.every - 1) > 1e-9:
+            raise ValueError(f"eval.every: got {self.every!r}; expected 1/n for an integer n >= 1 (e.g. 0.1, 0.25)")
+        return self
 
     @property
     def fractions(self) -> list[float]:
@@ -157,76 +159,257 @@ class EvalSchedule:
     def canonical(self) -> dict:
         """The hashed form: the fields of linear spacing as before log spacing existed (so run ids
         of linear schedules are unchanged); with log spacing, its fields instead of `every`."""
-        d = dataclasses.asdict(self)
-        if self.spacing == "linear":
-            for k in ("spacing", "points", "first"):
-                del d[k]
-        else:
-            del d["every"]
+        d = self.model_dump()
+        for k in (("spacing", "points", "first") if self.spacing == "linear" else ("every",)):
+            del d[k]
         return d
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    recipe: Any  # algorithms.Recipe
+class WarmStartConfig(Section):
+    """Supervised warm start on the task's worked solutions (bench/warmstart.py)."""
+
+    WHERE: ClassVar[str] = "warmstart"
+    steps: int | None = Field(None, ge=0)  # None: bench.warmstart.STEPS[task][scale]
+    batch_size: int = Field(64, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    warmup_steps: int = Field(20, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    pool: int = Field(8192, ge=1)  # distinct train examples cycled through
+    seed: Seed = 0
+    eval_examples: int = Field(200, ge=1)
+    # Share of the SFT demonstrations that state only the final `#### answer` line, without the
+    # worked steps (chosen per example by a seeded hash of its prompt). Real SFT corpora mix worked
+    # and bare answers; a policy warm-started on such a mix must discover under RL which strategy
+    # its verifier rewards (suites/math-small.toml). 0: every demonstration is worked.
+    direct_frac: float = Field(0.0, ge=0, lt=1)
+
+    def resolve(self, task_name: str, scale_name: str) -> WarmStartConfig:
+        """Steps filled in from bench.warmstart's per-(task, scale) table when not given."""
+        if self.steps is not None:
+            return self
+        from bench.warmstart import DEFAULT_STEPS, STEPS
+
+        table = STEPS.get(task_name, {})
+        steps = table.get(scale_name, table.get("*", DEFAULT_STEPS))
+        # with bare-answer demonstrations mixed in, train longer so that as many worked solutions
+        # are seen as in the all-worked warm start the table was tuned for
+        return self.replace(steps=round(steps / (1 - self.direct_frac)))
+
+
+class RolloutConfig(Section):
+    """The rollout backend and the off-policy lag (rollouts for step t come from the policy of step t - lag).
+
+    A bare string is the backend (`rollout = "vllm"`, old run.json files); canonical form: the
+    bare backend while lag is 0, so run ids from before the lag existed stay."""
+
+    WHERE: ClassVar[str] = "rollout"
+    backend: Literal["native", "vllm"] = "native"  # vllm: bench/engine/vllm_backend.py (its own venv)
+    lag: int = Field(0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend_only(cls, v: Any) -> Any:
+        return {"backend": v} if isinstance(v, str) else v
+
+    @classmethod
+    def parse(cls, value: Any) -> RolloutConfig:
+        """A backend name ("vllm", the form before lags existed), a {backend, lag} table, or itself."""
+        return value if isinstance(value, cls) else cls.build(value)
+
+    def canonical(self) -> Any:  # type: ignore[override]
+        return self.backend if self.lag == 0 else self.model_dump()
+
+
+class Regime(Section):
+    """An off-policy regime: how stale the sampling policy is, and how many optimizer updates each
+    rollout batch gets (epochs × mini-batches); a suite's `[regimes.NAME]` imposes one on every
+    recipe of a cell (bench/suite.py). `Regime.of(cfg)` reads the regime any run config is in."""
+
+    WHERE: ClassVar[str] = "regimes"
+    name: str = Field("", pattern=r"^[A-Za-z0-9_.-]*$", description="letters, digits, '_', '-' or '.'")
+    lag: int = Field(0, ge=0)
+    epochs: int = Field(1, ge=1)
+    minibatches: int = Field(1, ge=1)
+    lr: float | None = Field(None, gt=0)  # None: the suite's (or the recipe's overridden) train.lr
+
+    @property
+    def updates_per_batch(self) -> int:
+        return self.epochs * self.minibatches
+
+    @property
+    def auto_name(self) -> str:
+        """'on_policy', or the parts that differ from it: 'lag2', '4mb', '2ep_16mb_lag1'."""
+        parts = [f"{self.epochs}ep" if self.epochs > 1 else "", f"{self.minibatches}mb" if self.minibatches > 1 else "",
+                 f"lag{self.lag}" if self.lag else ""]
+        return "_".join(p for p in parts if p) or "on_policy"
+
+    def patch(self) -> dict:
+        """The RunConfig tables this regime sets (applied last: the regime holds)."""
+        out = {"rollout": {"lag": self.lag},
+               "recipe": {"updates": {"epochs": self.epochs, "minibatches": self.minibatches}}}
+        return out | ({"train": {"lr": self.lr}} if self.lr is not None else {})
+
+    @classmethod
+    def of(cls, cfg: RunConfig) -> Regime:
+        """The regime a run is in: its suite's regime name (tags.regime) or the automatic one."""
+        u = cfg.recipe.updates
+        r = cls(lag=cfg.rollout.lag, epochs=u.epochs, minibatches=u.minibatches)
+        return r.replace(name=cfg.tags.get("regime") or r.auto_name)
+
+    def record(self) -> dict:
+        """run.json's `regime`: {name, lag, epochs, minibatches, updates_per_batch}."""
+        return {"name": self.name or self.auto_name, "lag": self.lag, "epochs": self.epochs,
+                "minibatches": self.minibatches, "updates_per_batch": self.updates_per_batch}
+
+    def describe(self) -> str:
+        return (f"{self.name or self.auto_name} (lag {self.lag}, {self.epochs} epoch(s) × {self.minibatches} "
+                f"mini-batch(es) = {self.updates_per_batch} update(s) per batch)")
+
+
+class Resources(Section):
+    """A suite's execution settings, never hashed: `[resources]`."""
+
+    WHERE: ClassVar[str] = "resources"
+    threads: int = Field(0, ge=0)  # torch threads per run; 0: the executor divides the cores among workers
+    gpus_per_run: float = Field(1.0, gt=0)  # Ray only, for device cuda
+
+
+PRIMARY_METRICS = ("auc", "final", "plateau", "compute_to:<accuracy>")
+DEFAULT_PRIMARY = "auc"
+
+
+class ReportSettings(Section):
+    """A suite's `[report]` table: the analysis declared before the runs (never hashed).
+
+    primary   the metric the leaderboard sorts, marks and sizes power by: auc (mean held-out accuracy
+              over the budget), final (accuracy at the end), plateau (mean accuracy of the
+              evaluations at fractions >= plateau_from) or compute_to:X (the fraction of the budget
+              at which accuracy first reaches X; lower is better)
+    baseline  the recipe every other is compared with (default: grpo when the suite has it, else
+              its first recipe)
+    margin    differences smaller than this (in the primary metric's units) count as no difference:
+              the equivalence margin, and the difference the report says how many seeds would detect
+    declared  whether the suite file declared `primary` (the report says which default it used);
+              set by the suite loader, not by the file
+    """
+
+    WHERE: ClassVar[str] = "report"
+    primary: str = DEFAULT_PRIMARY
+    baseline: str | None = None
+    margin: float = Field(0.02, gt=0, lt=1)
+    plateau_from: float = Field(0.75, ge=0, lt=1)
+    declared: bool = False
+
+    @field_validator("primary")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        m = re.fullmatch(r"compute_to:(.+)", v)
+        if not (v in ("auc", "final", "plateau") or (m is not None and _unit_float(m.group(1)))):
+            raise ValueError(f"report.primary: got {v!r}; expected auc, final, plateau or compute_to:ACC with ACC "
+                             "in (0, 1], e.g. compute_to:0.5")
+        return v
+
+    @property
+    def threshold(self) -> float | None:
+        """compute_to's accuracy level, else None."""
+        return float(self.primary.split(":", 1)[1]) if self.primary.startswith("compute_to:") else None
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.threshold is None
+
+
+def _unit_float(text: str) -> bool:
+    try:
+        return 0 < float(text) <= 1
+    except ValueError:
+        return False
+
+
+def check_device(v: str) -> str:
+    if not isinstance(v, str) or not _DEVICE_RE.match(v):
+        raise ValueError(f"device: got {v!r}; expected cpu, cuda, cuda:N or mps")
+    return v
+
+
+def _recipe(v: Any) -> Any:
+    if isinstance(v, algorithms.Recipe):
+        return v
+    if not isinstance(v, dict):
+        raise ValueError(f"recipe: got {v!r}; expected a table of recipe fields (e.g. recipe.objective.eps_high=0.28); "
+                         "the recipe itself is chosen by name (--recipe, a suite's recipes)")
+    r = recipe_from_dict(v, "recipe")
+    if not isinstance(r, algorithms.Recipe):
+        raise ValueError(f"recipe: got a {r.tag!r} part; expected a recipe table (type 'recipe')")
+    return r
+
+
+class RunConfig(Section):
+    recipe: Annotated[algorithms.Recipe, BeforeValidator(_recipe)]
     task: str
     scale: str
     budget: Budget
-    seed: int = 0
-    task_params: dict = field(default_factory=dict)
+    seed: Seed = 0
+    task_params: dict[str, Any] = {}
     train: TrainConfig = TrainConfig()
     eval: EvalSchedule = EvalSchedule()
     warmstart: WarmStartConfig = WarmStartConfig()
-    rollout: Literal["native", "vllm"] = "native"  # vllm: bench/engine/vllm_backend.py (its own venv)
-    rewards: dict = field(default_factory=lambda: dict(DEFAULT_REWARDS))  # bench/rewards.py: name -> weight
-    tags: dict = field(default_factory=dict)  # free-form labels (suite, cell, ...); hashed: only HASHED_TAGS
-    device: str = "cpu"  # execution settings: recorded, not hashed
-    threads: int = 0
+    rollout: RolloutConfig = RolloutConfig()
+    rewards: dict[str, Any] = dict(reward_fns.DEFAULT)  # bench/rewards.py: reward function -> weight
+    tags: dict[str, Any] = {}  # free-form labels (suite, cell, ...); hashed: only HASHED_TAGS
+    device: Annotated[str, BeforeValidator(check_device)] = "cpu"  # execution settings: recorded, not hashed
+    threads: int = Field(0, ge=0)
 
-    def __post_init__(self) -> None:
-        if self.rollout not in ("native", "vllm"):
-            raise ValueError(f"rollout {self.rollout!r} is not available; valid: native, vllm")
-        if self.train.tis_cap is not None and self.rollout != "vllm":
-            raise ValueError("train.tis_cap corrects the vLLM-vs-trainer log-prob mismatch: it needs rollout='vllm'")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
-        object.__setattr__(self, "rewards", reward_fns.check(self.rewards))
+    @field_validator("rewards", mode="before")
+    @classmethod
+    def _rewards(cls, v: Any) -> Any:
+        return reward_fns.check(v)
+
+    @field_validator("warmstart", mode="before")
+    @classmethod
+    def _no_warmstart(cls, v: Any) -> Any:
+        return {"steps": 0} if v == "none" else v  # warmstart = "none": the model as it is, no SFT
+
+    @model_validator(mode="after")
+    def _cross(self) -> RunConfig:
+        if self.train.tis_cap is not None and self.rollout.backend != "vllm":
+            raise ValueError(f"train.tis_cap: got {self.train.tis_cap!r} with rollout {self.rollout.backend!r}; it "
+                             "corrects the vLLM-vs-trainer log-prob mismatch, so it needs rollout = 'vllm' (or null)")
+        return self
 
     # -- canonical form -------------------------------------------------------------------------
     def to_dict(self) -> dict:
+        """The canonical tree (what run.json stores and the run id hashes)."""
         return {
             "recipe": json.loads(self.recipe.to_json()),
             "task": self.task,
             "task_params": dict(sorted(self.task_params.items())),
             "scale": self.scale,
-            "budget": dataclasses.asdict(self.budget),
+            "budget": self.budget.canonical(),
             "seed": self.seed,
-            "train": _train_dict(self.train),
+            "train": self.train.canonical(),
             "eval": self.eval.canonical(),
-            "warmstart": dataclasses.asdict(self.warmstart),
-            "rollout": self.rollout,
+            "warmstart": self.warmstart.canonical(),
+            "rollout": self.rollout.canonical(),
             # added after results existed: left out at its default so earlier run ids stay
-            **({} if self.rewards == DEFAULT_REWARDS else {"rewards": dict(self.rewards)}),
+            **({} if self.rewards == reward_fns.DEFAULT else {"rewards": dict(self.rewards)}),
             "tags": dict(self.tags),
             "device": self.device,
             "threads": self.threads,
         }
 
+    def full_dict(self) -> dict:
+        """The tree with every field written out, defaults included: what overrides merge into."""
+        d = self.to_dict()
+        for key in ("train", "eval", "warmstart", "rollout"):
+            d[key] = getattr(self, key).model_dump()
+        d["rewards"] = dict(self.rewards)
+        return d
+
     @classmethod
     def from_dict(cls, d: dict) -> RunConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown run config keys {sorted(unknown)}; valid: {sorted(known)}")
-        d = dict(d)
-        d["recipe"] = algorithms.from_json(json.dumps(d["recipe"])) if isinstance(d["recipe"], dict) else d["recipe"]
-        d["budget"] = Budget(**d["budget"]) if isinstance(d["budget"], dict) else Budget.parse(d["budget"])
-        if d.get("warmstart") == "none":  # no SFT: the model as it is (what a local model directory gets)
-            d["warmstart"] = {"steps": 0}
-        for key, typ in (("train", TrainConfig), ("eval", EvalSchedule), ("warmstart", WarmStartConfig)):
-            if key in d and isinstance(d[key], dict):
-                d[key] = _build(typ, d[key], key)
-        return cls(**d)
+        """The config a run.json stores (or `to_dict` wrote); `from_dict(c.to_dict()) == c`."""
+        return cls.build(d, where="")
 
     def _hashed(self, with_seed: bool) -> str:
         d = self.to_dict()
@@ -247,54 +430,36 @@ class RunConfig:
     def config_id(self) -> str:
         return self._hashed(with_seed=False)
 
+    # -- overrides ------------------------------------------------------------------------------
+    def with_values(self, patch: dict[str, Any]) -> RunConfig:
+        """Deep-merge `patch` (nested tables, or dotted keys: {"train.lr": 1e-4}) and validate once."""
+        return RunConfig.from_dict(merge(self.full_dict(), unflatten(patch)))
+
     def with_overrides(self, assignments: list[str]) -> RunConfig:
-        """Apply `path=value` overrides, e.g. train.lr=1e-4, recipe.objective.eps_high=0.28."""
-        d = self.to_dict()
-        d["train"] = dataclasses.asdict(self.train)  # every field settable, defaults included
-        d["rewards"] = dict(self.rewards)
-        for a in assignments:
-            if "=" not in a:
-                raise ValueError(f"override {a!r}: expected path=value, e.g. train.lr=1e-4")
-            path, raw = a.split("=", 1)
-            set_path(d, path.strip(), parse_value(raw.strip()))
-        return RunConfig.from_dict(d)
+        """`--set` text: `path=value` (train.lr=1e-4, recipe.objective.eps_high=0.28), parsed once."""
+        return self.with_values(parse_assignments(assignments))
 
 
-def _train_dict(train: TrainConfig) -> dict:
-    """Fields added after results existed are left out at their default, so earlier run ids stay."""
-    d = dataclasses.asdict(train)
-    for key in ("tis_cap", "prompt_pool", "kl_metrics"):
-        if d[key] is None:
-            del d[key]
-    return d
-
-
-def _build(typ, values: dict, where: str):
-    known = {f.name for f in dataclasses.fields(typ)}
-    unknown = set(values) - known
-    if unknown:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; valid: {sorted(known)}")
-    return typ(**values)
+def parse_assignments(assignments: list[str]) -> dict[str, Any]:
+    """["train.lr=1e-4", ...] -> {"train.lr": 0.0001, ...}: values as JSON when they parse, else text."""
+    out: dict[str, Any] = {}
+    for a in assignments:
+        path, sep, raw = a.partition("=")
+        if not sep or not path.strip():
+            raise ConfigError(f"--set {a!r}: expected PATH=VALUE, e.g. train.lr=1e-4")
+        out[path.strip()] = parse_value(raw.strip())
+    return out
 
 
 def parse_value(raw: str) -> Any:
-    """JSON when it parses (numbers, true/false/null, lists), else the plain string."""
+    """JSON when it parses (numbers, true/false/null, lists, tables), else the plain string."""
     try:
         return json.loads(raw)
     except json.JSONDecodeError:
         return raw
 
 
-def set_path(d: dict, path: str, value: Any) -> None:
-    keys = path.split(".")
-    cur = d
-    for i, k in enumerate(keys[:-1]):
-        if not isinstance(cur, dict) or k not in cur or not isinstance(cur[k], dict):
-            here = ".".join(keys[: i + 1])
-            valid = sorted(cur) if isinstance(cur, dict) else []
-            raise ValueError(f"override {path!r}: no section {here!r}; valid here: {valid}")
-        cur = cur[k]
-    last = keys[-1]
-    if last not in cur and not path.startswith(("task_params.", "tags.", "rewards.")):
-        raise ValueError(f"override {path!r}: unknown field {last!r}; valid: {sorted(k for k in cur if k != 'type')}")
-    cur[last] = value
+__all__ = ["Budget", "ConfigError", "EvalConfig", "EvalSchedule", "HASHED_TAGS", "MAX_SEED", "Regime", "ReportSettings",
+           "Resources", "Seed",
+           "RolloutConfig", "RunConfig", "TrainConfig", "WarmStartConfig", "check_device", "parse_assignments",
+           "parse_value"]

@@ -14,9 +14,19 @@
     difficulty = "easy"
 
     [train]      ...                  # bench.config.TrainConfig fields
-    [eval]       ...                  # bench.config.EvalSchedule fields (the compute fractions)
-    [warmstart]  ...                  # bench.warmstart.WarmStartConfig fields (or warmstart = "none")
-    rewards = {correct = 1.0, format = 0.1}   # bench/rewards.py; default {correct = 1.0}
+    [eval]       ...                  # bench.config.EvalSchedule fields (the compute fractions;
+                                      # spacing = "log" with points and first: dense early)
+    [warmstart]  ...                  # bench.warmstart.WarmStartConfig fields
+    [regimes.on_policy]               # optional off-policy regimes: cells become task/scale/regime and
+    lag = 0                           # every recipe of a cell runs with this rollout lag and these
+    [regimes.stale]                   # updates per batch (epochs × minibatches)
+    lag = 2
+    epochs = 2
+    [report]                          # how the report decides (not hashed: changing it reruns nothing)
+    primary = "auc"                   # auc | final | plateau | compute_to:0.5 (declared before the runs)
+    baseline = "grpo"                 # what every recipe is compared with, paired by seed
+    margin = 0.02                     # equivalence margin and the difference the power analysis sizes for
+    plateau_from = 0.75               # plateau: mean accuracy of the evaluations at >= this fraction
     [resources]                       # execution only, never hashed
     threads = 1                       # torch threads per run (0: divide the machine's cores)
     gpus_per_run = 1.0                # Ray: GPUs a cuda run reserves (fractions pack runs on a GPU)
@@ -27,42 +37,35 @@
     [tune]                            # `bench tune` settings and search spaces (bench/tune/settings.py)
     trials = 8
 
-    [report]                          # how the report decides (not hashed: changing it reruns nothing)
-    primary = "auc"                   # auc | final | plateau | compute_to:0.5 (declared before the runs)
-    baseline = "grpo"                 # what every recipe is compared with, paired by seed
-    margin = 0.02                     # equivalence margin and the difference the power analysis sizes for
-    plateau_from = 0.75               # plateau: mean accuracy of the evaluations at >= this fraction
-
 Every run of a cell gets the same budget, evaluation fractions, task and warm start; overrides
-may change only the recipe and its training settings, so comparisons stay matched. Errors name
-the file, the key and the valid choices.
+may change only the recipe and its training settings, so comparisons stay matched. The tables
+are bench.config's typed sections (`SuiteFile` is the file's schema), so a type or range error
+reads like any other config error; names are then checked against the registries. Errors name
+the file, the key and the valid choices. Overrides (and tuned values) are deep merges of tables
+on each run's config, validated once.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import json
 import re
 import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BeforeValidator, Field, field_validator
 
 import algorithms
-from bench import models, rewards, tasks
-from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
-from bench.warmstart import WarmStartConfig
+from bench import models, rewards as reward_fns, tasks
+from bench.config import (DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, EvalSchedule, Regime, ReportSettings, Resources,
+                          RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, check_device)
+from bench.typed import ConfigError, Section, merge, unflatten
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
-REQUIRED = ("recipes", "seeds", "tasks", "scales", "budget")
-OPTIONAL = ("description", "device", "rollout", "task_params", "train", "eval", "warmstart", "resources", "overrides",
-            "tune", "rewards", "report")
-SECTIONS = {"train": TrainConfig, "eval": EvalSchedule, "warmstart": WarmStartConfig}
-OVERRIDABLE = ("recipe.", "train.")  # budget, eval, task, scale, warm start stay matched within a cell
-FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale")
-_DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+OVERRIDABLE = ("recipe", "train")  # budget, eval, task, scale, warm start stay matched within a cell
+FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale", "regime")
+__all__ = ["DEFAULT_PRIMARY", "PRIMARY_METRICS", "Cell", "ReportSettings", "Resources", "Suite", "SuiteError", "SuiteFile",
+           "from_dict", "load", "names", "resolve", "unknown"]
 
 
 class SuiteError(ValueError):
@@ -72,81 +75,69 @@ class SuiteError(ValueError):
         super().__init__(f"{path}: {key}: {msg}" if key else f"{path}: {msg}")
 
 
+def _one_or_many(v: Any) -> Any:
+    return [v] if isinstance(v, str) else v
+
+
+def _count_or_list(v: Any) -> Any:
+    return list(range(v)) if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else v
+
+
+Names = Annotated[list[str], BeforeValidator(_one_or_many), Field(min_length=1)]
+
+
+class SuiteFile(Section):
+    """The schema of a suite file; names are checked against the registries in `from_dict`."""
+
+    WHERE: ClassVar[str] = ""
+    recipes: Names
+    seeds: Annotated[list[Seed], BeforeValidator(_count_or_list),
+                     Field(min_length=1, description="a count, seeds = 3, or a list, seeds = [0, 1, 2]")]
+    tasks: Names
+    scales: Names
+    budget: Any = Field(description="FLOPs, or a string with a unit ('40steps'), or a [budget] table per task/scale")
+    description: str = ""
+    device: Annotated[str, BeforeValidator(check_device)] = "cpu"
+    rollout: RolloutConfig = RolloutConfig()
+    task_params: dict[str, dict[str, Any]] = {}
+    train: TrainConfig = TrainConfig()
+    eval: EvalSchedule = EvalSchedule()
+    warmstart: WarmStartConfig = WarmStartConfig()
+    rewards: dict[str, Any] = dict(reward_fns.DEFAULT)  # bench/rewards.py: reward function -> weight
+    resources: Resources = Resources()
+    overrides: dict[str, dict[str, Any]] = {}
+    tune: dict[str, Any] = {}  # validated by bench.tune when it tunes
+    regimes: dict[str, dict[str, Any]] = {}  # NAME -> Regime fields (the name comes from the key)
+    report: ReportSettings = ReportSettings()  # how the report reads the suite; never hashed
+
+    @field_validator("rewards", mode="before")
+    @classmethod
+    def _rewards(cls, v: Any) -> Any:
+        return reward_fns.check(v)
+
+    @field_validator("warmstart", mode="before")
+    @classmethod
+    def _no_warmstart(cls, v: Any) -> Any:
+        return {"steps": 0} if v == "none" else v  # warmstart = "none": the model as it is, no SFT
+
+    @field_validator("recipes", "tasks", "scales", "seeds")
+    @classmethod
+    def _distinct(cls, v: list) -> list:
+        if len(set(v)) != len(v):
+            raise ValueError(f"duplicates in {v}")
+        return v
+
+
 @dataclass(frozen=True)
 class Cell:
     task: str
     scale: str
     budget: Budget
+    regime: Regime | None = None  # None: every recipe keeps its own updates per batch, lag 0
 
     @property
     def name(self) -> str:
-        return f"{self.task}/{self.scale}"
-
-
-@dataclass(frozen=True)
-class Resources:
-    threads: int = 0  # torch threads per run; 0: the executor divides the cores among workers
-    gpus_per_run: float = 1.0  # Ray only, for device cuda
-
-    def __post_init__(self) -> None:
-        if self.threads < 0:
-            raise ValueError(f"threads must be >= 0, got {self.threads}")
-        if not self.gpus_per_run > 0:
-            raise ValueError(f"gpus_per_run must be > 0, got {self.gpus_per_run}")
-
-
-PRIMARY_METRICS = ("auc", "final", "plateau", "compute_to:<accuracy>")
-DEFAULT_PRIMARY = "auc"
-
-
-@dataclass(frozen=True)
-class ReportSettings:
-    """A suite's `[report]` table: the analysis declared before the runs (never hashed).
-
-    primary   the metric the leaderboard sorts, marks and sizes power by: auc (mean held-out accuracy
-              over the budget), final (accuracy at the end), plateau (mean accuracy of the
-              evaluations at fractions >= plateau_from) or compute_to:X (the fraction of the budget
-              at which accuracy first reaches X; lower is better)
-    baseline  the recipe every other is compared with (default: grpo when the suite has it, else
-              its first recipe)
-    margin    differences smaller than this (in the primary metric's units) count as no difference:
-              the equivalence margin, and the difference the report says how many seeds would detect
-    declared  whether the suite file declared `primary` (the report says which default it used)
-    """
-
-    primary: str = DEFAULT_PRIMARY
-    baseline: str | None = None
-    margin: float = 0.02
-    plateau_from: float = 0.75
-    declared: bool = False
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.primary, str) or not (self.primary in ("auc", "final", "plateau")
-                                                     or self.primary.startswith("compute_to:")):
-            raise ValueError(unknown("primary metric", self.primary, list(PRIMARY_METRICS)))
-        if self.primary.startswith("compute_to:"):
-            raw = self.primary.split(":", 1)[1]
-            try:
-                level = float(raw)
-            except ValueError:
-                raise ValueError(f"primary {self.primary!r}: the threshold {raw!r} is not a number "
-                                 "(e.g. compute_to:0.5)") from None
-            if not 0 < level <= 1:
-                raise ValueError(f"primary {self.primary!r}: the accuracy threshold must be in (0, 1]")
-        if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)) or not 0 < self.margin < 1:
-            raise ValueError(f"margin must be a number in (0, 1), got {self.margin!r}")
-        if (isinstance(self.plateau_from, bool) or not isinstance(self.plateau_from, (int, float))
-                or not 0 <= self.plateau_from < 1):
-            raise ValueError(f"plateau_from must be a number in [0, 1), got {self.plateau_from!r}")
-
-    @property
-    def threshold(self) -> float | None:
-        """compute_to's accuracy level, else None."""
-        return float(self.primary.split(":", 1)[1]) if self.primary.startswith("compute_to:") else None
-
-    @property
-    def higher_is_better(self) -> bool:
-        return self.threshold is None
+        return f"{self.task}/{self.scale}" + (f"/{self.regime.name}" if self.regime else "")
 
 
 @dataclass(frozen=True)
@@ -160,25 +151,31 @@ class Suite:
     train: TrainConfig = TrainConfig()
     eval: EvalSchedule = EvalSchedule()
     warmstart: WarmStartConfig = WarmStartConfig()
-    overrides: dict[str, tuple[str, ...]] = field(default_factory=dict)  # recipe -> ("path=json", ...)
+    rewards: dict = field(default_factory=lambda: dict(reward_fns.DEFAULT))  # reward function -> weight
+    overrides: dict[str, dict] = field(default_factory=dict)  # recipe -> nested tables merged into its runs
     device: str = "cpu"
-    rollout: str = "native"
+    rollout: RolloutConfig = RolloutConfig()
     resources: Resources = Resources()
     description: str = ""
-    rewards: dict = field(default_factory=lambda: dict(rewards.DEFAULT))  # reward function -> weight
     tune: dict = field(default_factory=dict)  # the [tune] table, validated by bench.tune when it tunes
+    regimes: tuple[Regime, ...] = ()
     report: ReportSettings = ReportSettings()
-    # (cell name, recipe) -> ("path=json", ...): tuned values (`bench suite --tuned`), applied last
-    cell_overrides: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    # (cell name, recipe) -> {dotted path: value}: tuned values (`bench suite --tuned`), applied last
+    cell_overrides: dict[tuple[str, str], dict] = field(default_factory=dict)
 
     def run_config(self, cell: Cell, recipe: str, seed: int) -> RunConfig:
+        tags = {"suite": self.name, "cell": cell.name} | ({"regime": cell.regime.name} if cell.regime else {})
         cfg = RunConfig(recipe=algorithms.get(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
                         seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=self.train,
-                        eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, rewards=self.rewards,
-                        tags={"suite": self.name, "cell": cell.name}, device=self.device, threads=self.resources.threads)
-        cfg = cfg.with_overrides(list(self.overrides[recipe])) if recipe in self.overrides else cfg
+                        eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, tags=tags, rewards=self.rewards,
+                        device=self.device, threads=self.resources.threads)
+        patch = self.overrides.get(recipe, {})
         tuned = self.cell_overrides.get((cell.name, recipe))
-        return cfg if tuned is None else cfg.with_overrides([*tuned, "tags.tuned=true"])
+        if tuned is not None:
+            patch = merge(patch, unflatten({**tuned, "tags.tuned": True}))
+        if cell.regime:  # last: every recipe of the cell gets the regime, whatever it overrides
+            patch = merge(patch, cell.regime.patch())
+        return cfg.with_values(patch) if patch else cfg
 
     def expand(self, only: dict[str, list[str]] | None = None) -> list[RunConfig]:
         """Run configs in plan order (cell, recipe, seed), restricted by `only` (see parse_only)."""
@@ -187,7 +184,8 @@ class Suite:
         for cell in self.cells:
             for recipe in self.recipes:
                 for seed in self.seeds:
-                    labels = {"recipe": recipe, "seed": str(seed), "cell": cell.name, "task": cell.task, "scale": cell.scale}
+                    labels = {"recipe": recipe, "seed": str(seed), "cell": cell.name, "task": cell.task,
+                              "scale": cell.scale, "regime": cell.regime.name if cell.regime else ""}
                     if all(labels[k] in v for k, v in only.items()):
                         out.append(self.run_config(cell, recipe, seed))
         return out
@@ -196,7 +194,7 @@ class Suite:
         """The values each --only key may take in this suite."""
         return {"recipe": list(self.recipes), "seed": [str(s) for s in self.seeds],
                 "cell": [c.name for c in self.cells], "task": sorted({c.task for c in self.cells}),
-                "scale": sorted({c.scale for c in self.cells})}
+                "scale": sorted({c.scale for c in self.cells}), "regime": [r.name for r in self.regimes]}
 
     def parse_only(self, specs: list[str]) -> dict[str, list[str]]:
         """['recipe=grpo,dapo', 'seed=0'] -> {'recipe': ['grpo', 'dapo'], 'seed': ['0']}, validated."""
@@ -253,199 +251,91 @@ def load(name_or_path: str | Path) -> Suite:
 
 
 def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
+    """Types and ranges from the schema (one line per error), then names against the registries."""
     path = Path(path)
     err = lambda key, msg: SuiteError(path, key, msg)  # noqa: E731
-    for key in data:
-        if key not in REQUIRED + OPTIONAL:
-            raise err(key, unknown("top-level key", key, list(REQUIRED + OPTIONAL)))
-    for key in REQUIRED:
-        if key not in data:
-            raise err(key, f"missing required key {key!r} (a suite needs {', '.join(REQUIRED)})")
+    report = data.get("report")
+    if isinstance(report, dict) and "declared" in report:  # derived below, never written by hand
+        raise err("report.declared", "unknown field 'declared'; valid: primary, baseline, margin, plateau_from")
+    try:
+        f = SuiteFile.build(data)
+    except ConfigError as e:
+        raise SuiteError(path, "", str(e)) from None
+    if isinstance(report, dict) and "primary" in report:
+        f = f.replace(report=f.report.replace(declared=True))
 
-    recipes = _names(data["recipes"], "recipes", algorithms.names(), err)
-    task_names = _names(data["tasks"], "tasks", tasks.names(), err)
-    scale_names = _names(data["scales"], "scales", None, err)
-    for s in scale_names:
+    for key, valid in (("recipes", algorithms.names()), ("tasks", tasks.names())):
+        for v in getattr(f, key):
+            if v not in valid:
+                raise err(key, unknown(key.rstrip("s"), v, valid))
+    for s in f.scales:
         try:
             models.get(s)
         except (ValueError, FileNotFoundError) as e:
             raise err("scales", str(e)) from None
-    seeds = _seeds(data["seeds"], err)
-    cells = _cells(data["budget"], task_names, scale_names, err)
-
-    task_params = _table(data.get("task_params", {}), "task_params", err)
-    for t, params in task_params.items():
-        if t not in task_names:
-            raise err(f"task_params.{t}", unknown("task", t, task_names) + " (task_params keys are the suite's tasks)")
-        if not isinstance(params, dict):
-            raise err(f"task_params.{t}", "expected a table, e.g. [task_params.addition] difficulty = \"easy\"")
+    for t, params in f.task_params.items():
+        if t not in f.tasks:
+            raise err(f"task_params.{t}", unknown("task", t, f.tasks) + " (task_params keys are the suite's tasks)")
         try:
             tasks.get(t, **params)
         except (ValueError, TypeError) as e:
             raise err(f"task_params.{t}", str(e)) from None
+    if f.report.baseline is not None and f.report.baseline not in f.recipes:
+        raise err("report.baseline", unknown("recipe", f.report.baseline, f.recipes) + " (the suite's recipes)")
 
-    if data.get("warmstart") == "none":  # no SFT: the model as it is
-        data = {**data, "warmstart": {"steps": 0}}
-    sections = {k: _section(typ, _table(data.get(k, {}), k, err), k, err) for k, typ in SECTIONS.items()}
-    try:
-        reward_spec = rewards.check(data.get("rewards", rewards.DEFAULT))
-    except ValueError as e:
-        raise err("rewards", str(e)) from None
-    resources = _section(Resources, _table(data.get("resources", {}), "resources", err), "resources", err)
-    device = data.get("device", "cpu")
-    if not isinstance(device, str) or not _DEVICE_RE.match(device):
-        raise err("device", f"expected cpu, cuda, cuda:N or mps, got {device!r}")
-    rollout = data.get("rollout", "native")
-    if rollout not in ("native", "vllm"):
-        raise err("rollout", unknown("rollout backend", rollout, ["native", "vllm"]))
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise err("description", "expected a string")
-    tune = _table(data.get("tune", {}), "tune", err)
-    report_table = _table(data.get("report", {}), "report", err)
-    report = _section(ReportSettings, {k: v for k, v in report_table.items() if k != "declared"}
-                      | ({"declared": True} if "primary" in report_table else {}), "report", err)
-    if "declared" in report_table:
-        raise err("report.declared", unknown("[report] field", "declared", ["primary", "baseline", "margin", "plateau_from"]))
-    if report.baseline is not None and report.baseline not in recipes:
-        raise err("report.baseline", unknown("recipe", report.baseline, recipes) + " (the baseline is one of the suite's recipes)")
+    regimes = []
+    for name, table in f.regimes.items():  # in file order
+        if "name" in table:
+            raise err(f"regimes.{name}.name", "the table's key is the regime's name")
+        try:
+            regimes.append(Regime.build({"name": name, **table}, where=f"regimes.{name}"))
+        except ConfigError as e:
+            raise SuiteError(path, "", str(e)) from None
+    overrides = {}
+    for recipe, table in f.overrides.items():
+        if recipe not in f.recipes:
+            raise err(f"overrides.{recipe}", unknown("recipe", recipe, f.recipes) + " (overrides apply to the suite's recipes)")
+        patch = unflatten(table, f"{path}: overrides.{recipe}")
+        for k in patch:
+            if k not in OVERRIDABLE:
+                raise err(f"overrides.{recipe}.{k}", f"only {' and '.join(o + '.*' for o in OVERRIDABLE)} may be "
+                          "overridden per recipe; budget, eval, task, scale and warm start stay matched within a cell")
+        if regimes and "updates" in patch.get("recipe", {}):
+            raise err(f"overrides.{recipe}.recipe.updates", "set by the suite's [regimes] for every recipe alike, "
+                      "so a cell compares recipes at one regime")
+        if any(r.lr is not None for r in regimes) and "lr" in patch.get("train", {}):
+            raise err(f"overrides.{recipe}.train.lr", "set by the suite's [regimes] (a regime gives lr) for every "
+                      "recipe alike")
+        overrides[recipe] = patch
 
-    overrides: dict[str, tuple[str, ...]] = {}
-    for recipe, table in _table(data.get("overrides", {}), "overrides", err).items():
-        where = f"overrides.{recipe}"
-        if recipe not in recipes:
-            raise err(where, unknown("recipe", recipe, recipes) + " (overrides apply to the suite's recipes)")
-        if not isinstance(table, dict):
-            raise err(where, 'expected a table of dotted paths, e.g. "recipe.objective.eps_high" = 0.3')
-        flat = _flatten(table)
-        for p in flat:
-            if not p.startswith(OVERRIDABLE):
-                raise err(f"{where}.{p}", f"only {' and '.join(o + '*' for o in OVERRIDABLE)} may be overridden per "
-                                          "recipe; budget, eval, task, scale and warm start stay matched within a cell")
-        overrides[recipe] = tuple(f"{p}={json.dumps(v)}" for p, v in flat.items())
-
-    suite = Suite(name=path.stem, path=path, recipes=tuple(recipes), seeds=tuple(seeds), cells=tuple(cells),
-                  task_params=task_params, overrides=overrides, device=device, rollout=rollout,
-                  resources=resources, description=description, tune=tune, report=report, rewards=reward_spec,
-                  **sections)
+    suite = Suite(name=path.stem, path=path, recipes=tuple(f.recipes), seeds=tuple(f.seeds),
+                  cells=tuple(_cells(f, regimes, err)), task_params=f.task_params, overrides=overrides, device=f.device,
+                  rollout=f.rollout, resources=f.resources, description=f.description, tune=f.tune,
+                  regimes=tuple(regimes), report=f.report, train=f.train, eval=f.eval, warmstart=f.warmstart,
+                  rewards=f.rewards)
     for recipe in overrides:  # build the runs once: bad override paths and values fail here, not in a worker
-        for cell in cells:
+        for cell in suite.cells:
             try:
-                suite.run_config(cell, recipe, seeds[0])
-            except (ValueError, TypeError) as e:
+                suite.run_config(cell, recipe, suite.seeds[0])
+            except ValueError as e:
                 raise err(f"overrides.{recipe}", str(e)) from None
     return suite
 
 
-def _names(value, key: str, valid: list[str] | None, err) -> list[str]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise err(key, f"expected a non-empty list of names{', valid: ' + ', '.join(valid) if valid else ''}")
-    if len(set(value)) != len(value):
-        raise err(key, f"duplicate names in {value}")
-    for v in value:
-        if valid is not None and v not in valid:
-            raise err(key, unknown(key.rstrip("s"), v, valid))
-    return value
-
-
-def _seeds(value, err) -> list[int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value <= 0:
-            raise err("seeds", f"a seed count must be > 0, got {value}")
-        return list(range(value))
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)):
-        raise err("seeds", f"expected a count (seeds = 3) or a non-empty list of ints >= 0, got {value!r}")
-    if len(set(value)) != len(value):
-        raise err("seeds", f"duplicate seeds in {value}")
-    return value
-
-
-def _cells(value, task_names: list[str], scale_names: list[str], err) -> list[Cell]:
-    grid = [f"{t}/{s}" for t in task_names for s in scale_names]
-    if not isinstance(value, dict):
-        value = {g: value for g in grid}
-    for key in value:
+def _cells(f: SuiteFile, regimes: list[Regime], err) -> list[Cell]:
+    grid = [f"{t}/{s}" for t in f.tasks for s in f.scales]
+    table = f.budget if isinstance(f.budget, dict) else {g: f.budget for g in grid}
+    for key in table:
         if key not in grid:
             raise err(f"budget.{key}", unknown("cell", key, grid) + " (keys are task/scale from tasks × scales)")
     cells = []
     for g in grid:
-        if g not in value:
+        if g not in table:
             raise err(f"budget.{g}", f"missing budget for cell {g!r}; every task/scale cell needs one: {', '.join(grid)}")
-        raw = value[g]
-        if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
-            raise err(f"budget.{g}", f"expected FLOPs (2e12) or a string with a unit ('40steps'), got {raw!r}")
         try:
-            budget = Budget.parse(raw)
-        except ValueError as e:
+            budget = Budget.build(table[g], where="")
+        except ConfigError as e:
             raise err(f"budget.{g}", str(e)) from None
-        if budget.kind == "steps" and budget.value != int(budget.value):
-            raise err(f"budget.{g}", f"a steps budget must be a whole number, got {raw!r}")
         t, s = g.split("/", 1)
-        cells.append(Cell(t, s, budget))
+        cells += [Cell(t, s, budget, r) for r in (regimes or [None])]
     return cells
-
-
-def _table(value, key: str, err) -> dict:
-    if not isinstance(value, dict):
-        raise err(key, f"expected a table ([{key}]), got {value!r}")
-    return value
-
-
-def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
-    """{"recipe": {"objective": {"eps_high": 0.3}}} or {"recipe.objective.eps_high": 0.3} -> dotted keys."""
-    out = {}
-    for k, v in d.items():
-        p = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, p + "."))
-        else:
-            out[p] = v
-    return out
-
-
-def _section(typ, values: dict, key: str, err):
-    """Build a frozen config dataclass from a TOML table, checking names and types first."""
-    hints = typing.get_type_hints(typ)
-    fields = [f.name for f in dataclasses.fields(typ)]
-    kwargs = {}
-    for name, v in values.items():
-        if name not in fields:
-            raise err(f"{key}.{name}", unknown(f"[{key}] field", name, fields))
-        if not _matches(v, hints[name]):
-            raise err(f"{key}.{name}", f"expected {_describe(hints[name])}, got {v!r}")
-        kwargs[name] = float(v) if _is_float(hints[name]) and isinstance(v, int) else v  # 1 and 1.0 hash alike
-    try:
-        return typ(**kwargs)
-    except (ValueError, TypeError) as e:
-        raise err(key, str(e)) from None
-
-
-def _is_float(tp) -> bool:
-    return tp is float or (typing.get_origin(tp) in (Union, types.UnionType) and float in typing.get_args(tp))
-
-
-def _matches(v, tp) -> bool:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is Literal:
-        return v in args
-    if origin in (Union, types.UnionType):
-        return any(_matches(v, a) for a in args)
-    if tp is float:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-    if tp is int:
-        return isinstance(v, int) and not isinstance(v, bool)
-    if tp is type(None):
-        return v is None
-    return isinstance(v, tp) if isinstance(tp, type) else True
-
-
-def _describe(tp) -> str:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    if origin in (Union, types.UnionType):
-        return " or ".join(_describe(a) for a in args if a is not type(None))
-    return getattr(tp, "__name__", str(tp))

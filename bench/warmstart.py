@@ -26,7 +26,8 @@ import transformers
 from transformers import AutoModelForCausalLM
 
 from bench import models
-from bench.engine.evaluate import EvalConfig, evaluate
+from bench.config import EvalConfig, WarmStartConfig
+from bench.engine.evaluate import evaluate
 from bench.engine.policy import Policy
 
 # Bump when the training procedure changes in a way that changes the checkpoint.
@@ -50,43 +51,6 @@ def cache_dir() -> Path:
     if os.environ.get("BENCH_CACHE"):
         return Path(os.environ["BENCH_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "grpo-bench"
-
-
-@dataclass(frozen=True)
-class WarmStartConfig:
-    steps: int | None = None  # None: STEPS[task][scale]
-    batch_size: int = 64
-    lr: float = 3e-3
-    warmup_steps: int = 20
-    weight_decay: float = 0.0
-    pool: int = 8192  # distinct train examples cycled through
-    seed: int = 0
-    eval_examples: int = 200
-    # Share of the SFT demonstrations that state only the final `#### answer` line, without the
-    # worked steps (chosen per example by a seeded hash of its prompt). Real SFT corpora mix worked
-    # and bare answers; a policy warm-started on such a mix must discover under RL which strategy
-    # its verifier rewards (suites/math-small.toml). 0: every demonstration is worked.
-    direct_frac: float = 0.0
-
-    def __post_init__(self) -> None:
-        for f in ("batch_size", "pool", "eval_examples"):
-            if getattr(self, f) <= 0:
-                raise ValueError(f"warm start {f} must be > 0, got {getattr(self, f)}")
-        if self.steps is not None and self.steps < 0:
-            raise ValueError(f"warm start steps must be >= 0, got {self.steps}")
-        if self.lr <= 0:
-            raise ValueError(f"warm start lr must be > 0, got {self.lr}")
-        if not 0 <= self.direct_frac < 1:
-            raise ValueError(f"warm start direct_frac must be in [0, 1), got {self.direct_frac}")
-
-    def resolve(self, task_name: str, scale_name: str) -> WarmStartConfig:
-        if self.steps is not None:
-            return self
-        table = STEPS.get(task_name, {})
-        steps = table.get(scale_name, table.get("*", DEFAULT_STEPS))
-        # with bare-answer demonstrations mixed in, train longer so that as many worked solutions
-        # are seen as in the all-worked warm start the table was tuned for
-        return dataclasses.replace(self, steps=round(steps / (1 - self.direct_frac)))
 
 
 @dataclass(frozen=True)
@@ -234,7 +198,7 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
         meta = {
             "key": key, "task": task.name, "scale": scale.name, "accuracy": metrics["eval/acc_greedy"],
             "seconds": seconds, "metrics": metrics, "final_loss": losses[-1] if losses else None,
-            "config": dataclasses.asdict(cfg), "task_config": _config_dict(task.config),
+            "config": cfg.model_dump(), "task_config": _config_dict(task.config),
             "scale_config": scale.to_dict(), "version": WARMSTART_VERSION,
         }
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))

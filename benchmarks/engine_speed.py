@@ -310,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=7, help="timed repeats after one warm-up (parts 1-2)")
     ap.add_argument("--rl-scales", default="nano,micro", help="comma-separated scales for the RL step comparison")
     ap.add_argument("--rl-steps", type=int, default=10, help="timed RL steps per trainer, after one warm-up step")
-    ap.add_argument("--rl-prompts", type=int, default=TrainConfig.prompts_per_step, help="prompts per RL step")
-    ap.add_argument("--rl-group", type=int, default=TrainConfig.group_size, help="completions per prompt")
+    ap.add_argument("--rl-prompts", type=int, default=TrainConfig().prompts_per_step, help="prompts per RL step")
+    ap.add_argument("--rl-group", type=int, default=TrainConfig().group_size, help="completions per prompt")
     ap.add_argument("--rl-max-new", type=int, default=None, help="max completion length (default: the task's cap)")
     ap.add_argument("--warmstart-steps", type=lambda v: None if v == "default" else int(v), default=60,
                     help="SFT steps of the warm start; short by default, as speed needs only a policy that "

@@ -2,28 +2,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import torch
 
+from bench.config import EvalConfig  # noqa: F401  (defined with the other config sections)
 from bench.engine.policy import Policy
 from bench.engine.rollout import NativeBackend, RolloutBackend, SamplingParams
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    n_examples: int = 200  # held-out prompts
-    k: int = 4  # samples per prompt for avg@k / pass@k (0: greedy only)
-    temperature: float = 1.0
-    batch_size: int = 256  # prompts per generate call, bounds KV-cache memory
-
-    def __post_init__(self) -> None:
-        if self.n_examples <= 0:
-            raise ValueError(f"eval n_examples must be > 0, got {self.n_examples}")
-        if self.k < 0:
-            raise ValueError(f"eval k must be >= 0, got {self.k}")
-        if self.temperature <= 0:
-            raise ValueError(f"eval temperature must be > 0, got {self.temperature}")
 
 
 def _nanmean(xs: list[float]) -> float:

@@ -104,7 +104,7 @@ class Trainer:
                 self.reference.to(torch.bfloat16)
         self.shape = ModelShape.of(self.policy.model)
         self.max_new = cfg.train.max_new_tokens or self.task.max_new_tokens
-        if cfg.rollout == "vllm":  # held-out evaluations stay on the native backend either way
+        if cfg.rollout.backend == "vllm":  # held-out evaluations stay on the native backend either way
             from bench.engine.vllm_backend import VLLMBackend
 
             self.backend = VLLMBackend(self.policy, seed=cfg.seed, device=dev)
@@ -269,7 +269,7 @@ class Trainer:
     def _reference_pass(self, b: Batch) -> algorithms.Rollouts:
         with self._amp():
             roll = self._forward_frozen(b)
-            return roll if self.cfg.rollout == "native" else self._recompute_logp_old(b, roll)
+            return roll if self.cfg.rollout.backend == "native" else self._recompute_logp_old(b, roll)
 
     def _recompute_logp_old(self, b: Batch, roll: algorithms.Rollouts) -> algorithms.Rollouts:
         """vLLM rollouts: logp_old from the training model (one more forward, charged like the

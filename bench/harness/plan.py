@@ -15,13 +15,13 @@ step overstate; for a FLOPs budget the error largely cancels) and the SFT time i
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from algorithms.serialize import flatten
 from bench import models, results, tasks
 from bench.config import RunConfig
 from bench.harness.runner import Plan, fmt_seconds
@@ -56,7 +56,7 @@ def calibrate(cfg: RunConfig) -> dict:
     cached = warmstart_cached(cfg)
     with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as tmp, contextlib.ExitStack() as stack:
         if not cached:
-            cfg = dataclasses.replace(cfg, warmstart=dataclasses.replace(cfg.warmstart, steps=0, eval_examples=1))
+            cfg = cfg.replace(warmstart=cfg.warmstart.replace(steps=0, eval_examples=1))
             stack.enter_context(_env("BENCH_CACHE", str(Path(tmp) / "cache")))
         t = Trainer(cfg, root=Path(tmp) / "results")
         t0 = time.perf_counter()
@@ -103,7 +103,7 @@ def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, cali
     print(f"evaluation: at {fracs} of each run's budget, {suite.eval.n_examples} held-out examples, k={suite.eval.k}",
           file=out)
     for recipe, ov in suite.overrides.items():
-        print(f"overrides for {recipe}: {', '.join(ov)}", file=out)
+        print(f"overrides for {recipe}: {', '.join(f'{p}={v!r}' for p, v in flatten(ov).items())}", file=out)
 
     cals: dict[str, dict] = {}
     if calibrate_time and pending:
@@ -112,7 +112,7 @@ def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, cali
             if first is None:
                 continue
             print(f"calibrating {cell.name}: two {first.recipe.name} steps and one evaluation ...", file=out, flush=True)
-            cals[cell.name] = cal = calibrate(dataclasses.replace(first, threads=plan.threads, device=plan.device))
+            cals[cell.name] = cal = calibrate(first.replace(threads=plan.threads, device=plan.device))
             note = "" if cal["warmstart_cached"] else " (warm start not cached: untrained model, SFT time not included)"
             print(f"  {cal['seconds_per_step']:.2f} s/step, {cal['flops_per_step']:.3g} FLOPs/step, "
                   f"eval {cal['eval_s']:.2f} s{note}", file=out)

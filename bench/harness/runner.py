@@ -153,7 +153,7 @@ def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry
         return _summarise([], cfgs, root, 0.0, out, quiet=True)
     t0 = time.monotonic()
     progress = Progress(len(cfgs), n_done, out)
-    jobs = {c.run_id: (dataclasses.replace(c, threads=plan.threads, device=plan.device).to_dict(), str(root))
+    jobs = {c.run_id: (c.replace(threads=plan.threads, device=plan.device).to_dict(), str(root))
             for c in execution_order(suite, pending)}
     try:
         with _executor(plan) as ex:

@@ -37,6 +37,9 @@ Measured (medium, nano warm start of 800 SFT steps, December 2026): held-out gre
 0.31), sampled accuracy 0.166 at a mean 75 tokens (cap 248, none truncated). Spelled working is
 not better than terse (0.15 vs 0.19, n = 400 each) and re-checks do not help (0.19/0.16/0.15 for
 0/1/2): at this scale length is reward-neutral or slightly costly, so a drift upward is bias.
+In a 50-step pilot (16 prompts x 8, lr 1e-4, one seed) length moved, downwards, under every
+aggregation: sampled len/incorrect -0.41 tok/step (grpo, seq_mean_token_mean), -0.50 (grpo with
+seq_mean_token_sum_norm), -0.49 (dr_grpo), -0.54 (dapo, token_mean), ±0.06-0.09, none truncated.
 """
 
 from __future__ import annotations

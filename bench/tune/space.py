@@ -107,14 +107,9 @@ def validate(space: tuple[Param, ...], cfg: RunConfig, where: str = "search spac
     for p in space:
         for v in p.probes():
             try:
-                cfg.with_overrides([assignment(p.path, v)])
+                cfg.with_values({p.path: v})
             except (ValueError, TypeError) as e:
                 raise ValueError(f"{where}: {p.path} = {v!r} does not fit {cfg.recipe.name}: {e}") from None
-
-
-def assignment(path: str, value: Any) -> str:
-    """An override string with_overrides takes: the value as JSON."""
-    return f"{path}={json.dumps(value)}"
 
 
 def sample(space: tuple[Param, ...], trial) -> dict[str, Any]:

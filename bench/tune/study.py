@@ -15,7 +15,6 @@ trials (MaxTrialsCallback stops each worker once the study has enough).
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -148,10 +147,10 @@ def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> flo
 
     out = out or sys.stdout
     params = spaces.sample(spec.space, trial)
-    cfg = RunConfig.from_dict(spec.base).with_overrides([spaces.assignment(p, v) for p, v in params.items()])
+    cfg = RunConfig.from_dict(spec.base).with_values(params)
     # no `suite` tag: a trial is not one of the suite's runs (leaderboards selecting by tag skip it)
     tags = {"cell": spec.cell, "study": spec.name, "trial": trial.number}
-    cfg = dataclasses.replace(cfg, tags=tags, threads=threads)
+    cfg = cfg.replace(tags=tags, threads=threads)
     trial.set_user_attr("run_id", cfg.run_id)
     rep = _Reporter(trial, spec.settings.objective, spec.settings.pruner)
     t0 = time.perf_counter()

@@ -104,14 +104,13 @@ def apply(suite: Suite, path: Path) -> Suite:
             raise ValueError(f"{path}: {unknown('recipe', recipe, list(suite.recipes))} (in suite {suite.name})")
         if cell and cell not in cells:
             raise ValueError(f"{path}: {unknown('cell', cell, cells)} (in suite {suite.name})")
-        assigns = tuple(f"{p}={json.dumps(v)}" for p, v in sorted(values.items()))
         for c in ([cell] if cell else cells):
-            per[(c, recipe)] = per.get((c, recipe), ()) + assigns
+            per[(c, recipe)] = {**per.get((c, recipe), {}), **values}
     tuned = dataclasses.replace(suite, cell_overrides=per)
     for (c, recipe) in per:  # bad paths or values fail here, before any run
         cell = next(x for x in suite.cells if x.name == c)
         try:
             tuned.run_config(cell, recipe, suite.seeds[0])
-        except (ValueError, TypeError) as e:
+        except ValueError as e:
             raise ValueError(f"{path}: {c} {recipe}: {e}") from None
     return tuned

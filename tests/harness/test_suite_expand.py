@@ -78,7 +78,7 @@ def test_run_ids_survive_the_worker_round_trip(suite):
         back = RunConfig.from_dict(c.to_dict())
         assert back.run_id == c.run_id and back.tags == c.tags
         # execution settings are not hashed: workers may get any threads/device
-        assert dataclasses.replace(c, threads=3, device="cuda").run_id == c.run_id
+        assert c.replace(threads=3, device="cuda").run_id == c.run_id
 
 
 def test_only_filters(suite):

@@ -65,15 +65,24 @@ def test_invalid_toml_gives_the_line(tmp_path):
 
 @pytest.mark.parametrize("extra, key, fragment", [
     ("[train]\nlrr = 1e-3\n", "train.lrr", "did you mean 'lr'"),
-    ("[train]\nlr = \"fast\"\n", "train.lr", "expected float"),
+    ("[train]\nlr = \"fast\"\n", "train.lr", "got 'fast'; expected a finite number > 0"),
+    ("[train]\nlr = inf\n", "train.lr", "got inf; expected a finite number > 0"),
+    ("[train]\ngroup_size = 1\n", "train.group_size", "got 1; expected an integer >= 2"),
+    ("[train]\ngroup_size = 2.5\n", "train.group_size", "got 2.5; expected an integer >= 2"),
+    ("[resources]\nthreads = -3\n", "resources.threads", "got -3; expected an integer >= 0"),
+    ("[warmstart]\nseed = 18446744073709551616\n", "warmstart.seed", "expected an integer in [0, 9223372036854775807]"),
+    ("[regimes.stale]\nlag = -1\n", "regimes.stale.lag", "got -1; expected an integer >= 0"),
+    ("[regimes.stale]\nepoch = 2\n", "regimes.stale.epoch", "did you mean 'epochs'"),
+    ("[report]\nprimary = \"best\"\n", "report.primary", "auc, final, plateau or compute_to:ACC"),
+    ("[report]\nbaseline = \"ppo\"\n", "report.baseline", "unknown recipe 'ppo'"),
     ("[train]\nprecision = \"fp16\"\n", "train.precision", "one of 'fp32', 'bf16'"),
-    ("[eval]\nevery = 0.3\n", "eval", "1/n"),
+    ("[eval]\nevery = 0.3\n", "eval.every", "got 0.3; expected 1/n"),
     ("[task_params.addition]\ndifficulty = \"extreme\"\n", "task_params.addition", "easy"),
     ("[task_params.countdown]\ndifficulty = \"easy\"\n", "task_params.countdown", "suite's tasks"),
     ("[overrides.grpo]\n\"recipe.objective.eps_hgh\" = 0.3\n", "overrides.grpo", "eps_high"),
-    ("[overrides.grpo]\n\"budget.value\" = 1e9\n", "overrides.grpo.budget.value", "stay matched"),
+    ("[overrides.grpo]\n\"budget.value\" = 1e9\n", "overrides.grpo.budget", "stay matched"),
     ("[overrides.ppo]\n\"train.lr\" = 1e-3\n", "overrides.ppo", "suite's recipes"),
-    ("colour = 3\n", "colour", "top-level key"),
+    ("colour = 3\n", "colour", "unknown field 'colour'; valid: recipes, seeds"),
     ("device = \"tpu\"\n", "device", "cuda"),
 ])
 def test_bad_values_name_the_key(tmp_path, extra, key, fragment):
@@ -106,14 +115,14 @@ def test_cli_prints_one_line_error_and_exits_2(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("table, expected", [
-    ('primary = "acc"', "report: unknown primary metric 'acc'; valid: auc, final, plateau, compute_to:<accuracy>"),
-    ('primary = "compute_to:abc"', "the threshold 'abc' is not a number"),
-    ('primary = "compute_to:1.5"', "the accuracy threshold must be in (0, 1]"),
+    ('primary = "acc"', "report.primary: got 'acc'; expected auc, final, plateau or compute_to:ACC with ACC in (0, 1]"),
+    ('primary = "compute_to:abc"', "report.primary: got 'compute_to:abc'; expected auc, final, plateau or compute_to:ACC"),
+    ('primary = "compute_to:1.5"', "report.primary: got 'compute_to:1.5'; expected auc, final, plateau or compute_to:ACC with ACC in (0, 1]"),
     ('baseline = "ppo"', "report.baseline: unknown recipe 'ppo'; valid: grpo, dapo"),
-    ("margin = 0", "margin must be a number in (0, 1), got 0"),
-    ("plateau_from = 1.0", "plateau_from must be a number in [0, 1)"),
-    ("primary = 3", "report.primary: expected str, got 3"),
-    ("colour = 1", "report.colour: unknown [report] field 'colour'"),
+    ("margin = 0", "report.margin: got 0; expected a finite number in (0, 1)"),
+    ("plateau_from = 1.0", "report.plateau_from: got 1.0; expected a finite number in [0, 1)"),
+    ("primary = 3", "report.primary: got 3; expected a string"),
+    ("colour = 1", "report.colour: unknown field 'colour'; valid: primary, baseline, margin, plateau_from, declared"),
 ])
 def test_bad_report_table(tmp_path, table, expected):
     assert expected in error(tmp_path, GOOD + "\n[report]\n" + table + "\n")
@@ -140,6 +149,6 @@ def test_log_spaced_evaluations(tmp_path):
     from bench.config import RunConfig
 
     assert RunConfig.from_dict(s.expand()[0].to_dict()).run_id == s.expand()[0].run_id  # round-trips
-    assert "eval.spacing: expected one of 'linear', 'log', got 'cubic'" in error(tmp_path, GOOD + '\n[eval]\nspacing = "cubic"\n')
-    assert "eval.points must be an integer in [2, 100]" in error(tmp_path, GOOD + '\n[eval]\nspacing = "log"\npoints = 1\n')
-    assert "eval.first must be in (0, 1)" in error(tmp_path, GOOD + '\n[eval]\nspacing = "log"\nfirst = 0\n')
+    assert "eval.spacing: got 'cubic'; expected one of 'linear', 'log'" in error(tmp_path, GOOD + '\n[eval]\nspacing = "cubic"\n')
+    assert "eval.points: got 1; expected an integer in [2, 100]" in error(tmp_path, GOOD + '\n[eval]\nspacing = "log"\npoints = 1\n')
+    assert "eval.first: got 0; expected a finite number in (0, 1)" in error(tmp_path, GOOD + '\n[eval]\nspacing = "log"\nfirst = 0\n')

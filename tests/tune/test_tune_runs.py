@@ -114,7 +114,7 @@ def test_tuned_file_errors(tiny, tmp_path):
     for text, msg in [('[overrides."addition/nano".dapo]\n"train.lr" = 1e-4\n', "unknown recipe 'dapo'"),
                       ('[overrides."addition/micro".grpo]\n"train.lr" = 1e-4\n', "unknown cell 'addition/micro'"),
                       ('[overrides.grpo]\n"eval.every" = 0.5\n', "only recipe.\\* and train.\\* paths"),
-                      ('[overrides.grpo]\n"train.lr" = -1.0\n', "train.lr must be > 0")]:
+                      ('[overrides.grpo]\n"train.lr" = -1.0\n', "train.lr: got -1.0; expected a finite number > 0")]:
         bad.write_text(text)
         with pytest.raises(ValueError, match=msg):
             tuned.apply(s, bad)

@@ -91,7 +91,7 @@ def test_recomputed_logp_old_mismatch_and_truncated_is_weights(trainer):
     roll = batch.rollouts
     fake = roll.replace(logp_old=roll.logp_old - 0.5 * roll.m)  # as if vLLM were less sure: ratio e^0.5 > cap
     cfg = t.cfg
-    t.cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, tis_cap=1.5))
+    t.cfg = cfg.replace(train=cfg.train.replace(tis_cap=1.5))
     flops = t.ledger.flops
     try:
         out = t._recompute_logp_old(batch, fake)

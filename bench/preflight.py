@@ -1,0 +1,85 @@
+"""Checks made before any work: a bad task parameter, a missing device or an unwritable results
+directory fails in one line before a warm start trains, not after a run has spent its budget.
+
+Every check raises ValueError with the thing, the value and what would work.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from bench.config import RunConfig
+
+
+def check_device(device: str) -> None:
+    """`cuda`, `cuda:N` and `mps` must exist in this torch build on this machine."""
+    import torch
+
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: this torch ({torch.__version__}) sees no CUDA device; "
+                             "use --device cpu, or a machine and torch build with CUDA")
+        index = int(device.split(":", 1)[1]) if ":" in device else 0
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s), "
+                             f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    elif device == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps': not available in this torch build on this machine; use --device cpu")
+
+
+def check_writable(path: Path | str, what: str) -> None:
+    """`path` is (or can be created as) a directory we can write files in; creates nothing."""
+    path = Path(path)
+    probe = path
+    while not probe.exists():  # the nearest existing ancestor must be a writable directory
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        where = "is a file" if probe == path else f"cannot be created: {probe} is a file"
+        raise ValueError(f"{what} {path} {where}; give a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".bench-write-check.", dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise ValueError(f"{what} {path} is not writable ({e.strerror} in {probe})") from None
+
+
+def check_task(task: str, params: dict) -> None:
+    from bench import tasks
+
+    try:
+        tasks.get(task, **params)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"task {task}: {e}") from None
+
+
+def check_scale(scale: str) -> None:
+    from bench import models
+
+    models.get(scale)  # ValueError / FileNotFoundError naming the valid scales
+
+
+def check_run(cfg: RunConfig) -> None:
+    """Everything about one run that can fail before it trains (the config itself is already valid)."""
+    check_task(cfg.task, cfg.task_params)
+    check_scale(cfg.scale)
+    check_device(cfg.device)
+    if cfg.rollout.lag:  # TODO(issue 12): the off-policy engine reads rollout.lag; until it lands, refuse it
+        raise ValueError(f"rollout.lag = {cfg.rollout.lag}: this engine samples on-policy only (lag 0)")
+    if cfg.rollout.backend == "vllm":  # one line saying how to install it
+        from bench.engine.vllm_backend import check_installed
+
+        check_installed()
+
+
+def check_runs(cfgs: list[RunConfig]) -> None:
+    """check_run once per distinct (task, params, scale, device, backend)."""
+    seen = set()
+    for c in cfgs:
+        key = (c.task, repr(sorted(c.task_params.items())), c.scale, c.device, c.rollout.backend)
+        if key not in seen:
+            seen.add(key)
+            check_run(c)
