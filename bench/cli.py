@@ -126,11 +126,47 @@ def _cmd_run(args: argparse.Namespace) -> int:
     preflight.check_run(cfg)
     root = _root(args)
     preflight.check_writable(root, "results directory")
-    from bench.engine.trainer import Trainer
+    try:
+        return _run_locked(args, cfg, root)
+    except OSError as e:  # a results path that is a file, unwritable, on a full disk: before any training
+        raise RunRefused(f"results directory {root}: {e.strerror or e} ({e.filename or root})") from None
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: nothing recorded for run {cfg.run_id}; rerun the same command to start it again",
+              file=sys.stderr)
+        return 130
 
-    print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}")
-    res = Trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
-                  save_checkpoint=args.save_checkpoint).run()
+
+def _run_locked(args: argparse.Namespace, cfg, root: Path) -> int:
+    from bench import results
+    from bench.engine.trainer import Trainer
+    from bench.harness.locks import remove_temp, run_lock
+
+    with run_lock(root, cfg.run_id, wait=False) as held:  # the same lock `bench suite` workers take
+        if not held:
+            raise RunRefused(f"run {cfg.run_id} is being trained by another process right now (it holds "
+                             f"{root / 'locks' / cfg.run_id}.lock); its record will be in {results.run_dir(root, cfg.run_id)}")
+        if results.is_finished(root, cfg.run_id):
+            meta = results.read_meta(results.run_dir(root, cfg.run_id))
+            if not args.force and meta["status"] != "failed":
+                print(f"run {cfg.run_id} is already recorded ({meta['status']}) in {results.run_dir(root, cfg.run_id)}; "
+                      "skipped (--force trains it again and replaces the record)")
+                return 0
+            print(f"run {cfg.run_id}: replacing its earlier `{meta['status']}` record"
+                  + (" (--force)" if meta["status"] != "failed" else f": {meta.get('reason', '')}"), file=sys.stderr)
+        elif results.has_record(root, cfg.run_id):
+            print(f"run {cfg.run_id}: {results.check_record(results.run_dir(root, cfg.run_id))}; moved the corrupt "
+                  f"record to {results.quarantine(root, cfg.run_id)}", file=sys.stderr)
+        remove_temp(root, cfg.run_id)
+        print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}")
+        trainer = Trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
+                          save_checkpoint=args.save_checkpoint)
+        try:
+            res = trainer.run()
+        except Exception as e:  # noqa: BLE001  the trainer wrote a `failed` record with the traceback
+            where = results.run_dir(root, cfg.run_id) / "run.json"
+            setup = "during set-up" in results.read_meta(where.parent).get("reason", "") if where.is_file() else False
+            raise RunRefused(f"run {cfg.run_id} failed: {type(e).__name__}: {_one_line(e)} (the traceback is in "
+                             f"{where})", code=2 if setup or isinstance(e, BAD_INPUT) else 1) from None
     f = res.final
     print(f"status: {res.status}{' (' + res.reason + ')' if res.reason else ''}")
     if f:
@@ -267,7 +303,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
-    from bench import suite as suites
+    from bench import results, suite as suites
     from bench.harness.leaderboard import per_run, print_leaderboard
 
     root = _root(args)
@@ -275,11 +311,16 @@ def _cmd_results(args: argparse.Namespace) -> int:
         s = suites.load(args.suite)
     except (ValueError, FileNotFoundError) as e:  # no suite file: fall back to the suite tag in run.json
         print(f"note: {e}; selecting runs tagged suite={args.suite}", file=sys.stderr)
+        for run_id, problem in results.problems(root):
+            print(f"warning: skipped corrupt run {run_id}: {problem}", file=sys.stderr)
         runs = per_run(root, suite=args.suite)
         print_leaderboard(runs, title=f"suite {args.suite} (by tag): {runs.height} recorded runs in {root}")
         return 0
     cfgs = s.expand(s.parse_only(args.only))
     cell = {c.run_id: c.tags["cell"] for c in cfgs}
+    for run_id, problem in results.problems(root, list(cell)):
+        print(f"warning: skipped corrupt run {run_id}: {problem} (`bench suite` quarantines and reruns it)",
+              file=sys.stderr)
     runs = per_run(root, run_ids=list(cell))
     runs = runs.with_columns(pl_replace_cell(runs, cell))
     print_leaderboard(runs, expected=len(cfgs),
@@ -349,6 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=_int_at_least(0), default=0, help="torch threads (0: torch's default)")
     run.add_argument("--save-checkpoint", action="store_true", help="save the final policy in transformers format")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--force", action="store_true",
+                     help="train again even when the run is already recorded, replacing its record")
     run.add_argument("--rollout", choices=["native", "vllm"], default="native",
                      help="rollout backend: native (torch) or vllm (needs `make setup-vllm`, run from .venv-vllm)")
     run.set_defaults(func=_cmd_run)
@@ -456,14 +499,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+BAD_INPUT = (ValueError, FileNotFoundError, LookupError)
+
+
+class RunRefused(Exception):
+    """A run that cannot start or did not finish: one line on stderr, exit `code` (no traceback)."""
+
+    def __init__(self, msg: str, code: int = 2):
+        super().__init__(msg)
+        self.code = code
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, LookupError) as e:
+    except BAD_INPUT as e:
         # bad input: one clear line, no traceback
         print(f"bench {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except RunRefused as e:
+        print(f"bench {args.command}: error: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:  # before any work started (imports, set-up): nothing to keep
+        print(f"\nbench {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -14,6 +14,13 @@ evaluation (engine/evaluate.py) exactly, so lm-eval's exact_match equals `eval/a
   (exact_match = 1 when `task.score(...) >= 1`), so a differently formatted right answer (`+42`,
   `1,234`, another valid countdown expression) scores as bench scores it. Same tokens in, same
   text out, same function: equal.
+
+Results are data, never code: `bench eval` writes the task files it needs into a fresh private
+directory (mode 0700, removed afterwards) and points lm-eval at that directory only. It never
+loads a YAML from results/lmeval_tasks/ (a results directory may be shared or committed, and
+lm-eval's `!function` tag imports and runs Python named there). A task exported earlier with
+non-default parameters (`bench_<task>_<hash>`) is looked up there for its parameters alone (a
+JSON line, read as data), regenerated, and checked against its name's hash.
 """
 from __future__ import annotations
 
@@ -22,6 +29,9 @@ import difflib
 import hashlib
 import json
 import os
+import re
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -73,9 +83,10 @@ metadata: {meta}
 """
 
 
-def export_task(task, root: Path | None = None) -> str:
-    """Write NAME.jsonl and NAME.yaml (and the shared scorer) for `task`'s held-out split; NAME."""
-    out = tasks_dir(root)
+def export_task(task, root: Path | None = None, out: Path | None = None) -> str:
+    """Write NAME.jsonl and NAME.yaml (and the shared scorer) for `task`'s held-out split into
+    out (default: RESULTS/lmeval_tasks, for the lm-eval CLI); return NAME."""
+    out = Path(out) if out is not None else tasks_dir(root)
     out.mkdir(parents=True, exist_ok=True)
     name = task_name(task)
     params = json.dumps(_params(task), sort_keys=True, default=str)
@@ -152,14 +163,14 @@ def resolve(ref: str, root: Path | None = None) -> Target:
         if not (ckpt / "config.json").is_file():
             raise FileNotFoundError(f"run {ref} has no checkpoint ({ckpt}): rerun it with "
                                     f"`bench run ... --save-checkpoint` (or give a checkpoint directory)")
-        return _from_run(ckpt, run_dir, json.loads((run_dir / "run.json").read_text()))
+        return _from_run(ckpt, run_dir, results.read_meta(run_dir))
     path = Path(ref).expanduser()
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{ref!r} is neither a run id under {root / 'runs'} nor a checkpoint directory "
                                 "(a transformers model directory with config.json)")
     path = path.resolve()
     if (path.parent / "run.json").is_file():  # results/runs/<id>/checkpoint
-        return _from_run(path, path.parent, json.loads((path.parent / "run.json").read_text()))
+        return _from_run(path, path.parent, results.read_meta(path.parent))
     out = root / "lmeval" / f"{path.name}-{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
     ws = path / "warmstart.json"  # a cached warm start knows its task
     if ws.is_file():
@@ -183,31 +194,55 @@ def _available(tdir: Path) -> list[str]:
     return sorted(exported | {PREFIX + n for n in tasks.names() if not issubclass(tasks.task_class(n), DataTask)})
 
 
-def prepare_tasks(names: list[str], tdir: Path, root: Path | None = None):
-    """Export what bench can export; a TaskManager that indexes lm-eval's built-in tasks only
-    when a name is not a bench task (indexing them costs ~12 s). Unknown names: ValueError
-    listing the available tasks."""
-    builtin = []
+def _exported_params(name: str, root: Path | None):
+    """The bench task behind an earlier export NAME (bench_<task>_<hash>) in RESULTS/lmeval_tasks,
+    rebuilt from the YAML's one-line JSON `metadata:` (read as text, never as YAML) and checked:
+    its parameters must hash to NAME. None when there is no such export."""
+    path = tasks_dir(root) / f"{name}.yaml"
+    if not path.is_file():
+        return None
+    m = re.search(r"^metadata: (\{.*\})$", path.read_text(errors="replace"), re.M)
+    try:
+        meta = json.loads(m.group(1)) if m else None
+        task = _task(meta["bench_task"], meta["bench_params"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a task file bench exported ({type(e).__name__}: {e}); "
+                         "delete it, or export it again with `bench eval --export-only`") from None
+    if task_name(task) != name:
+        raise ValueError(f"{path}: its parameters give task {task_name(task)!r}, not {name!r}: the file was "
+                         "edited; delete it and evaluate the run again")
+    return task
+
+
+def prepare_tasks(names: list[str], private: Path, root: Path | None = None):
+    """Export every bench task among names into `private` (a directory only this process writes);
+    a TaskManager over `private` alone, indexing lm-eval's built-in tasks only when a name is not a
+    bench task (indexing them costs ~12 s). Unknown names: ValueError listing the available tasks."""
+    builtin, unknown_bench = [], []
     for n in names:
-        if (tdir / f"{n}.yaml").is_file():
+        if (private / f"{n}.yaml").is_file():
             continue
         if n.startswith(PREFIX) and n[len(PREFIX):] in tasks.names():
             try:
-                export_task(tasks.get(n[len(PREFIX):]), root)
+                export_task(tasks.get(n[len(PREFIX):]), out=private)
                 continue
-            except ValueError:
+            except ValueError:  # a task that needs parameters (gsm8k's data file)
                 pass
-        builtin.append(n)
-    tdir.mkdir(parents=True, exist_ok=True)
-    ours = _available(tdir)
-    mine = [n for n in builtin if n.startswith(PREFIX)]  # bench's namespace: no need to index lm-eval's
-    if mine:
-        raise ValueError(_unknown(mine, ours, []))
+        task = _exported_params(n, root) if n.startswith(PREFIX) else None
+        if task is not None:
+            export_task(task, out=private)
+        elif n.startswith(PREFIX):  # bench's namespace: no need to index lm-eval's
+            unknown_bench.append(n)
+        else:
+            builtin.append(n)
+    if unknown_bench:
+        raise ValueError(_unknown(unknown_bench, _available(tasks_dir(root)), []))
     from lm_eval.tasks import TaskManager  # ~5 s to import
 
-    tm = TaskManager(include_path=str(tdir), include_defaults=bool(builtin))
+    tm = TaskManager(include_path=str(private), include_defaults=bool(builtin))
     unknown = [n for n in builtin if n not in tm.all_tasks]
     if unknown:
+        ours = _available(tasks_dir(root))
         raise ValueError(_unknown(unknown, ours, sorted(set(tm.all_tasks) - set(ours))))
     return tm
 
@@ -285,25 +320,28 @@ def evaluate(ref: str, task_names: list[str] | None = None, root: Path | None = 
     """
     root = Path(root or results.default_root())
     target = resolve(ref, root)
-    tdir = tasks_dir(root)
-    gen_kwargs = None
-    if not task_names:
-        if target.task is None:
-            raise ValueError(f"{ref}: not a run or warm start, so its task is unknown: pass --tasks "
-                             f"(e.g. {', '.join(_available(tdir))})")
-        task_names = [export_task(target.task, root)]
-        limit = limit or target.n_examples
-        if target.max_new_tokens and target.max_new_tokens != target.task.max_new_tokens:
-            gen_kwargs = {"max_gen_toks": target.max_new_tokens}
-    tm = prepare_tasks(task_names, tdir, root)
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from lm_eval import simple_evaluate
+    private = Path(tempfile.mkdtemp(prefix="bench-lmeval-"))  # 0700, fresh: nobody else can plant files in it
+    try:
+        gen_kwargs = None
+        if not task_names:
+            if target.task is None:
+                raise ValueError(f"{ref}: not a run or warm start, so its task is unknown: pass --tasks "
+                                 f"(e.g. {', '.join(_available(tasks_dir(root)))})")
+            task_names = [export_task(target.task, out=private)]
+            limit = limit or target.n_examples
+            if target.max_new_tokens and target.max_new_tokens != target.task.max_new_tokens:
+                gen_kwargs = {"max_gen_toks": target.max_new_tokens}
+        tm = prepare_tasks(task_names, private, root)
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from lm_eval import simple_evaluate
 
-    lm = load_model(target.checkpoint, backend, batch_size, device)
-    t0 = time.perf_counter()
-    res = simple_evaluate(model=lm, tasks=task_names, task_manager=tm, apply_chat_template=True, limit=limit,
-                          gen_kwargs=gen_kwargs, bootstrap_iters=0, log_samples=log_samples)
+        lm = load_model(target.checkpoint, backend, batch_size, device)
+        t0 = time.perf_counter()
+        res = simple_evaluate(model=lm, tasks=task_names, task_manager=tm, apply_chat_template=True, limit=limit,
+                              gen_kwargs=gen_kwargs, bootstrap_iters=0, log_samples=log_samples)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
     record = {
         "checkpoint": str(target.checkpoint), "run_id": (target.run or {}).get("run_id"), "backend": backend,
         "tasks": task_names, "limit": limit, "gen_kwargs": gen_kwargs, "seconds": time.perf_counter() - t0,

@@ -5,7 +5,10 @@
     results/runs/<run_id>/evals.parquet   one row per held-out evaluation, EVAL_COLUMNS
 
 A run is assembled in results/.tmp/ and renamed into place, so a reader (or a rerun after a
-crash) sees a whole run or none.
+crash) sees a whole run or none. A record damaged afterwards (a truncated copy, a disk error) is
+*corrupt*: readers skip it and name the bad file (`problems`), `is_finished` says no, and the
+harness moves it to results/quarantine/ before running it again (`quarantine`), so nothing is
+deleted and one bad file never blocks the others.
 """
 from __future__ import annotations
 
@@ -65,8 +68,91 @@ def run_dir(root: Path, run_id: str) -> Path:
     return root / "runs" / run_id
 
 
-def is_finished(root: Path, run_id: str) -> bool:
+RECORD_FILES = ("run.json", "steps.parquet", "evals.parquet")
+META_KEYS = ("run_id", "config_id", "status", "recipe_name", "config")
+
+
+class CorruptRun(ValueError):
+    """A run directory whose record cannot be read; str() names the file and the problem."""
+
+
+def read_meta(d: Path) -> dict:
+    """run.json of run directory d, checked: CorruptRun (naming the file) when it is unreadable."""
+    path = Path(d) / "run.json"
+    try:
+        meta = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CorruptRun(f"{path}: unreadable run record ({type(e).__name__}: {_first_line(e)})") from None
+    missing = [k for k in META_KEYS if not isinstance(meta, dict) or k not in meta]
+    if missing:
+        raise CorruptRun(f"{path}: run record lacks {', '.join(missing)}")
+    if meta["run_id"] != Path(d).name:
+        raise CorruptRun(f"{path}: run record is for run {meta['run_id']!r}, not {Path(d).name!r}")
+    return meta
+
+
+def check_record(d: Path) -> str | None:
+    """None when run directory d holds a whole, readable record; else the problem, naming the file.
+    Reads both tables in full (small: one row per step): a footer check misses a damaged page."""
+    try:
+        read_meta(d)
+    except CorruptRun as e:
+        return str(e)
+    for name, schema in (("steps.parquet", STEP_SCHEMA), ("evals.parquet", EVAL_SCHEMA)):
+        path = Path(d) / name
+        try:
+            cols = pl.read_parquet(path).columns
+        except FileNotFoundError:
+            return f"{path}: missing"
+        except Exception as e:  # noqa: BLE001  (polars raises ComputeError, OSError, PanicException, ...)
+            return f"{path}: unreadable table ({type(e).__name__}: {_first_line(e)})"
+        if "step" not in cols:
+            return f"{path}: not a {name} table (no step column)"
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:200] if text else type(e).__name__
+
+
+def has_record(root: Path, run_id: str) -> bool:
+    """A run.json exists (whole or corrupt): something is there that a writer must not clobber."""
     return (run_dir(root, run_id) / "run.json").is_file()
+
+
+def is_finished(root: Path, run_id: str) -> bool:
+    """A whole, readable record exists (any status). A corrupt one is not finished: it is redone."""
+    return has_record(root, run_id) and check_record(run_dir(root, run_id)) is None
+
+
+def problems(root: Path, run_ids=None) -> list[tuple[str, str]]:
+    """(run_id, problem) for every corrupt run directory under root (or among run_ids), sorted.
+    A directory with no run.json is not listed: a run killed before its rename leaves none."""
+    root = Path(root)
+    dirs = sorted((root / "runs").glob("*/run.json")) if run_ids is None else \
+        [run_dir(root, r) / "run.json" for r in sorted(run_ids)]
+    out = []
+    for p in dirs:
+        if p.is_file():
+            bad = check_record(p.parent)
+            if bad:
+                out.append((p.parent.name, bad))
+    return out
+
+
+def quarantine(root: Path, run_id: str) -> Path:
+    """Move a corrupt run directory to results/quarantine/<run_id>.<n> (never deleted); the new path.
+    Call while holding the run's lock."""
+    src = run_dir(root, run_id)
+    qdir = Path(root) / "quarantine"
+    qdir.mkdir(parents=True, exist_ok=True)
+    n = 0
+    while (qdir / f"{run_id}.{n}").exists():
+        n += 1
+    dst = qdir / f"{run_id}.{n}"
+    os.replace(src, dst)
+    return dst
 
 
 def steps_frame(rows: list[dict]) -> pl.DataFrame:
@@ -122,15 +208,26 @@ def environment() -> dict:
     return {"packages": pkgs, "git_commit": commit, "git_dirty": dirty, "hardware": hw}
 
 
-def scan(root: Path | None = None) -> dict[str, pl.LazyFrame]:
+def scan(root: Path | None = None, warnings: list | None = None) -> dict[str, pl.LazyFrame]:
     """LazyFrames `runs`, `steps`, `evals` over every finished run under root (a run_id column joins them).
+
+    A corrupt run directory is skipped; its (run_id, problem) is appended to `warnings` when given
+    (`problems(root)` lists the same), so one bad file never hides the other runs.
 
     `runs` carries the tags a suite sets (`suite`, `cell` = "task/scale"); a run shared by two
     suites (same config, same id) is recorded once, under the suite that ran it first, so select a
     suite's runs by the run ids of its expansion (as `bench results` does) rather than by tag."""
     root = Path(root) if root else default_root()
-    runs = sorted(p.parent for p in (root / "runs").glob("*/run.json"))
-    metas = [json.loads((d / "run.json").read_text()) for d in runs]
+    runs, metas, bad = [], [], []
+    for d in sorted(p.parent for p in (root / "runs").glob("*/run.json")):
+        problem = check_record(d)
+        if problem:
+            bad.append((d.name, problem))
+            continue
+        runs.append(d)
+        metas.append(read_meta(d))
+    if warnings is not None:
+        warnings.extend(bad)
     rows = [{
         "run_id": m["run_id"], "config_id": m["config_id"], "status": m["status"], "recipe": m["recipe_name"],
         "task": m["config"]["task"], "scale": m["config"]["scale"], "seed": m["config"]["seed"],

@@ -60,6 +60,7 @@ from bench import models, rewards as reward_fns, tasks
 from bench.config import (DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, EvalSchedule, Regime, ReportSettings, Resources,
                           RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, check_device)
 from bench.typed import ConfigError, Section, merge, unflatten
+from bench.textfile import read_text
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 OVERRIDABLE = ("recipe", "train")  # budget, eval, task, scale, warm start stay matched within a cell
@@ -239,7 +240,7 @@ def resolve(name_or_path: str | Path) -> Path:
 
 def load(name_or_path: str | Path) -> Suite:
     path = resolve(name_or_path)
-    text = path.read_text()
+    text = read_text(path)  # file:line errors for non-UTF-8 bytes, huge files, huge lines
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

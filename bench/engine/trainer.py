@@ -16,6 +16,7 @@ import contextlib
 import copy
 import math
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +35,8 @@ from bench.warmstart import warm_start
 
 
 class Diverged(RuntimeError):
-    """A NaN or inf in the loss or the gradients; the run ends with status `diverged`."""
+    """A NaN or inf in the loss, the gradients, the weights after a step or the sampling
+    probabilities; the run ends with status `diverged` (a result, not a crash)."""
 
 
 class Stopped(RuntimeError):
@@ -69,6 +71,29 @@ class Batch:
 
 def _nanmean(x: torch.Tensor) -> float:
     return x.float().mean().item() if x.numel() else math.nan
+
+
+def _checked_generate(backend, prompts, params):
+    """backend.generate, with non-finite sampling probabilities as Diverged: torch.multinomial
+    refuses NaN/inf probabilities (a RuntimeError), greedy decoding does not, so the sampled
+    tokens' log-probs are checked too (one reduction over (B, T))."""
+    try:
+        gen = backend.generate(prompts, params)
+    except RuntimeError as e:
+        if "probability tensor contains" in str(e):
+            raise Diverged("non-finite sampling probabilities (NaN/inf logits)") from None
+        raise
+    if not bool(torch.isfinite(gen.logp[gen.mask.bool()]).all()):
+        raise Diverged("non-finite sampling probabilities (NaN/inf log-probs of sampled tokens)")
+    return gen
+
+
+def _check_weights(model: torch.nn.Module, what: str) -> None:
+    """After an optimizer step: NaN/inf weights are divergence, even when loss and gradient norm
+    were finite (AdamW can overflow on its own). One norm over all parameters, one sync."""
+    norm = torch.nn.utils.get_total_norm([p.detach() for p in model.parameters()])
+    if not torch.isfinite(norm):
+        raise Diverged(f"non-finite {what} weights after the optimizer step (norm {norm.item()})")
 
 
 class Trainer:
@@ -170,7 +195,7 @@ class Trainer:
         rep = [p for p in prompts for _ in range(G)]
         params = SamplingParams(self.max_new, tc.temperature, tc.top_p, seed=self._seed(step, rnd))
         with self._amp():
-            gen = self.backend.generate(rep, params)
+            gen = _checked_generate(self.backend, rep, params)
         self.ledger.generation(self.shape, map(len, rep), gen.lengths.tolist())
         texts = self.policy.decode(gen.tokens, gen.mask)
         ex_rows = [e for e in examples for _ in range(G)]
@@ -182,7 +207,7 @@ class Trainer:
         baseline = None
         if self.needs.greedy_baseline:  # ReMax: one greedy rollout per prompt, paid for
             with self._amp():
-                greedy = self.backend.generate(prompts, SamplingParams(self.max_new, greedy=True, seed=0))
+                greedy = _checked_generate(self.backend, prompts, SamplingParams(self.max_new, greedy=True, seed=0))
             self.ledger.generation(self.shape, map(len, prompts), greedy.lengths.tolist())
             gtexts = self.policy.decode(greedy.tokens, greedy.mask)
             gcorrect = torch.tensor([self.task.score(t, e) >= 1.0 for t, e in zip(gtexts, examples)], device=dev)
@@ -340,12 +365,14 @@ class Trainer:
                 raise Diverged(f"non-finite gradient norm ({gn.item()})")
             out["grad/norm"] = gn
             self.opt.step()
+            _check_weights(self.policy.model, "policy")
             self.ledger.training(self.shape, self._seq_lens(b, idx), int(mini.mask.sum().item()))
         if self.critic is not None:
             cn = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), tc.grad_clip or float("inf"))
             if not torch.isfinite(cn):
                 raise Diverged(f"non-finite critic gradient norm ({cn.item()})")
             self.critic_opt.step()
+            _check_weights(self.critic, "critic")
             self.ledger.training(self.critic_shape, self._seq_lens(b, idx), 0)
         return out
 
@@ -457,13 +484,17 @@ class Trainer:
             if bar is not None:
                 bar.close()
         except Diverged as e:
-            status, reason = "diverged", str(e)
+            status, reason = "diverged", f"step {self._step}: {e}"
             self.log(f"run diverged at step {self._step}: {e}")
         except Stopped as e:
             status, reason = e.status, str(e)
         except Exception as e:  # never end without a record; then let the caller see the error
-            meta = self._meta("failed", f"{type(e).__name__}: {e}", t_start)
+            phase = "set-up" if not hasattr(self, "ledger") else f"step {self._step}"
+            meta = self._meta("failed", f"{type(e).__name__} during {phase}: {e}", t_start)
+            meta["traceback"] = traceback.format_exc()
             results.write_run(self.root, cfg.run_id, meta, steps, evals)
+            e.add_note(f"run {cfg.run_id}: `failed` record with the traceback in "
+                       f"{results.run_dir(self.root, cfg.run_id) / 'run.json'}")
             raise
         meta = self._meta(status, reason, t_start)
         save = None
@@ -486,5 +517,5 @@ class Trainer:
             "wall_s": time.perf_counter() - t_start, "config": cfg.to_dict(),
             "warmstart": {"key": ws.key, "path": str(ws.path), "accuracy": ws.accuracy} if ws else None,
             "model": {"params": shape.params, "layers": shape.layers, "attn_width": shape.attn_width} if shape else None,
-            "max_new_tokens": self.max_new, **results.environment(),
+            "max_new_tokens": getattr(self, "max_new", None), **results.environment(),
         }

@@ -54,7 +54,8 @@ def _f(x, spec: str) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
-def print_leaderboard(runs: pl.DataFrame, expected: int | None = None, title: str = "", out=sys.stdout) -> None:
+def print_leaderboard(runs: pl.DataFrame, expected: int | None = None, title: str = "", out=None) -> None:
+    out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
     if title:
         print(title, file=out)
     if runs.is_empty():

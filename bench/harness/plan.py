@@ -87,7 +87,8 @@ def estimate(cfg: RunConfig, cal: dict) -> tuple[float, float]:
 
 
 def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, calibrate_time: bool = True,
-               out=sys.stdout) -> None:
+               out=None) -> None:
+    out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
     done = {c.run_id for c in cfgs if results.is_finished(root, c.run_id)}
     pending = [c for c in cfgs if c.run_id not in done]
     cells = [c for c in suite.cells if any(r.tags["cell"] == c.name for r in cfgs)]

@@ -66,8 +66,9 @@ def execution_order(suite: Suite, cfgs: list[RunConfig]) -> list[RunConfig]:
     return sorted(cfgs, key=lambda c: (seed[c.seed], rank[c.recipe.name], cell[c.tags["cell"]]))
 
 
-def remove_failed(root: Path, cfgs: list[RunConfig], out=sys.stdout) -> int:
+def remove_failed(root: Path, cfgs: list[RunConfig], out=None) -> int:
     """--retry-failed: delete records with status `failed` (a crash, not a divergence) so they rerun."""
+    out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
     n = 0
     for c in cfgs:
         d = results.run_dir(root, c.run_id)
@@ -90,7 +91,8 @@ def remove_failed(root: Path, cfgs: list[RunConfig], out=sys.stdout) -> int:
 class Progress:
     """An overall bar on stderr (runs done / total, ETA) and one line per finished run on `out`."""
 
-    def __init__(self, total: int, already: int, out=sys.stdout):
+    def __init__(self, total: int, already: int, out=None):
+        out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
         from tqdm import tqdm
 
         self.total, self.done, self.out = total, already, out
@@ -134,8 +136,9 @@ def fmt_seconds(s: float | None) -> str:
 
 
 def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry_failed: bool = False,
-              out=sys.stdout) -> int:
+              out=None) -> int:
     """Execute the pending runs of cfgs. Returns 0 when every run has a finished or diverged record."""
+    out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     n_stale = clean_stale_temp(root)
@@ -143,6 +146,9 @@ def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry
         print(f"removed {n_stale} partial write(s) left by killed runs in {root / '.tmp'}", file=out)
     if retry_failed:
         remove_failed(root, cfgs, out)
+    for run_id, problem in results.problems(root, [c.run_id for c in cfgs]):
+        print(f"corrupt record of run {run_id}: {problem}; moving it to {root / 'quarantine'} and running it again",
+              file=out)
     pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
     n_done = len(cfgs) - len(pending)
     print(f"suite {suite.name}: {len(cfgs)} runs, {n_done} already finished, {len(pending)} to run "
@@ -202,8 +208,21 @@ def _status(root: Path, run_id: str) -> str:
     return json.loads((results.run_dir(root, run_id) / "run.json").read_text()).get("status", "")
 
 
-def write_report(suite: Suite, root: Path, out=sys.stdout) -> None:
-    """The report (issue 6) when bench.report exists: `bench.report.build(suite, root)`."""
+def write_report(suite: Suite, root: Path, out=None, cfgs: list[RunConfig] | None = None) -> Path | None:
+    """`bench.report.build(suite, root)`, unless none of the suite's runs (cfgs, default: its whole
+    expansion) has a result: then an existing report is never replaced by an empty one, and no
+    empty one is written (the line printed says so). Returns the report directory, or None."""
+    out = out or sys.stdout
+    cfgs = suite.expand() if cfgs is None else cfgs
+    with_result = [c for c in cfgs if results.is_finished(root, c.run_id) and _status(root, c.run_id) != "failed"]
+    if not with_result:
+        from bench.report import default_dir
+
+        there = default_dir(suite.name)
+        kept = f"; the existing report in {there} is kept" if (there / "report.md").is_file() else ""
+        print(f"report: not written: none of the {len(cfgs)} run(s) has a result yet{kept} "
+              f"(`bench report {suite.name}` writes one when they do)", file=out)
+        return None
     import importlib
     import importlib.util
 
@@ -217,3 +236,4 @@ def write_report(suite: Suite, root: Path, out=sys.stdout) -> None:
         return
     path = report.build(suite, root)
     print(f"report: {path}", file=out)
+    return path

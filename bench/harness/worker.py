@@ -57,6 +57,8 @@ def run_one(cfg_dict: dict, root: str, wait: bool = False) -> dict:
             return {**base, "status": "locked"}
         if results.is_finished(root_p, cfg.run_id):
             return {**base, **_from_record(root_p, cfg.run_id), "status": "done"}
+        if results.has_record(root_p, cfg.run_id):  # a corrupt record: keep it aside, run again
+            results.quarantine(root_p, cfg.run_id)
         remove_temp(root_p, cfg.run_id)  # a writer killed mid-write; we hold the lock, so it is dead
         t0 = time.perf_counter()
         try:

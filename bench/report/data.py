@@ -70,7 +70,10 @@ def load(suite: Suite, root: Path) -> Data:
     recorded = pl.DataFrame(
         [{"run_id": rid, "status": m.get("status", "failed"), "steps_done": int(m.get("steps_done", 0)),
           "flops_spent": float(m.get("flops_spent", 0.0)), "gen_tokens": float(m.get("gen_tokens", 0)),
-          "reason": m.get("reason") or ""} for rid, m in metas.items()],
+          "reason": m.get("reason") or ""} for rid, m in metas.items()]
+        + [{"run_id": rid, "status": "missing", "steps_done": 0, "flops_spent": 0.0, "gen_tokens": 0.0,
+            "reason": f"corrupt record, skipped (`bench suite` quarantines and reruns it): {problem}"}
+           for rid, problem in results.problems(root, [r for r in cfgs if r not in metas])],
         schema={"run_id": pl.String, "status": pl.String, "steps_done": pl.Int64, "flops_spent": pl.Float64,
                 "gen_tokens": pl.Float64, "reason": pl.String})
     runs = (expected.join(recorded, on="run_id", how="left")

@@ -69,12 +69,12 @@ def make_pruner(spec: StudySpec):
     return optuna.pruners.NopPruner()
 
 
-def make_sampler(spec: StudySpec, worker: int):
-    import optuna
+def make_sampler(spec: StudySpec, worker: int = 0):
+    """TPE seeded per trial (bench/tune/sampler.py): distinct across workers and processes on one
+    storage, reproducible for one worker. `worker` no longer enters the seed."""
+    from bench.tune.sampler import tpe
 
-    s = spec.settings
-    return optuna.samplers.TPESampler(n_startup_trials=s.startup_trials, seed=s.sampler_seed + worker,
-                                      constant_liar=True)
+    return tpe(spec.settings.startup_trials, spec.settings.sampler_seed)
 
 
 def create(storage, spec: StudySpec):

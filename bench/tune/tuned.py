@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 from bench.suite import Suite, unknown
+from bench.textfile import read_text
 from bench.tune.space import TUNABLE
 
 
@@ -63,7 +64,7 @@ def read(path: Path) -> dict[tuple[str, str], dict]:
     """(cell, recipe) -> {path: value}; cell is "" for a table that applies to every cell."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(read_text(path))
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path}: invalid TOML: {e}") from None
     if set(data) - {"overrides"}:

@@ -28,7 +28,9 @@ def test_retry_failed_removes_only_failed_records(tmp_path):
 
     cfgs = suites.load("smoke").expand()
     for cfg, status in zip(cfgs, ["failed", "diverged", "finished"]):
-        results.write_run(tmp_path, cfg.run_id, {"run_id": cfg.run_id, "status": status}, [], [])
+        meta = {"run_id": cfg.run_id, "config_id": cfg.config_id, "recipe_name": cfg.recipe.name, "status": status,
+                "config": cfg.to_dict()}  # a whole record: one lacking these is corrupt (quarantined, rerun)
+        results.write_run(tmp_path, cfg.run_id, meta, [], [])
     with run_lock(tmp_path, cfgs[3].run_id, wait=False):
         assert remove_failed(tmp_path, cfgs) == 1
     assert [results.is_finished(tmp_path, c.run_id) for c in cfgs] == [False, True, True, False]
