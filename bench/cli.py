@@ -79,19 +79,36 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
     from bench.warmstart import cache_dir, warm_start
 
     cfg = WarmStartConfig(steps=args.steps, seed=args.seed)  # bad values fail here, in one line
-    task = tasks.get(args.task)
+    task = tasks.get(args.task, **_task_params(args.data, args.param))
     scale = models.get(args.scale)
     preflight.check_device(args.device)
     cache = Path(args.cache) if args.cache else None
     preflight.check_writable(cache or cache_dir(), "cache directory")
     ws = warm_start(task, scale, cfg, cache=cache, device=args.device, log=lambda m: print(m, file=sys.stderr))
     m = ws.metrics
+    if not m:  # a local model directory with no SFT: nothing trained, nothing cached
+        print(f"task={task.name} scale={scale.name}: no warm start (steps 0); the model is used as it is")
+        print(f"checkpoint: {ws.path}")
+        return 0
     print(f"task={task.name} scale={scale.name} key={ws.key} {'(cache hit)' if ws.cache_hit else '(trained)'}")
     print(f"held-out greedy accuracy: {ws.accuracy:.3f}  (n={int(m['eval/n'])}, mean length {m['eval/len_mean']:.1f} tokens, "
           f"truncated {m['eval/truncated_frac']:.3f})")
     print(f"time: {ws.seconds:.1f} s")
     print(f"checkpoint: {ws.path}")
     return 0
+
+
+def _task_params(data: str | None, assignments: list[str]) -> dict:
+    """--data PATH (a dataset task's path) and --param KEY=VALUE as task parameters."""
+    from bench.config import parse_value
+
+    params = {} if data is None else {"path": data}
+    for a in assignments:
+        key, sep, raw = a.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--param {a!r}: expected KEY=VALUE, e.g. extractor=boxed")
+        params[key.strip()] = parse_value(raw.strip())
+    return params
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -103,7 +120,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # results directory are all checked before the warm start trains
     cfg = RunConfig(recipe=algorithms.get(args.recipe), task=args.task, scale=args.scale,
                     budget=Budget.parse(args.budget), seed=args.seed, device=args.device, threads=args.threads,
-                    rollout=args.rollout)
+                    rollout=args.rollout, task_params=_task_params(args.data, []))
     if args.set:
         cfg = cfg.with_overrides(args.set)
     preflight.check_run(cfg)
@@ -342,6 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
                                     "content hash; prints held-out greedy accuracy, wall time and the checkpoint path.")
     ws.add_argument("--task", required=True, help="task name (see `bench list tasks`)")
     ws.add_argument("--scale", required=True, help="scale name (see `bench list scales`) or a local HF model directory")
+    ws.add_argument("--data", default=None, metavar="PATH",
+                    help="a dataset task's data (gsm8k, math): a .jsonl/.json/.parquet/.csv file, a save_to_disk "
+                         "directory or a hub name")
+    ws.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="a task parameter, e.g. extractor=boxed, question=problem (repeatable)")
     ws.add_argument("--steps", type=_int_at_least(0), default=None, help="SFT steps (default: the task/scale default)")
     ws.add_argument("--seed", type=int, default=0)
     ws.add_argument("--device", default="cpu")
@@ -356,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--task", required=True, help="task name (see `bench list tasks`)")
     run.add_argument("--scale", required=True, help="scale name or a local HF model directory")
     run.add_argument("--budget", required=True, help="compute budget: FLOPs (2e12), or with a unit: 40steps, 5e5tokens")
+    run.add_argument("--data", default=None, metavar="PATH",
+                     help="a dataset task's data (gsm8k, math): a .jsonl/.json/.parquet/.csv file, a save_to_disk "
+                          "directory or a hub name; same as --set task_params.path=PATH")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--set", action="append", metavar="PATH=VALUE", default=[],
                      help="override a config field, e.g. train.lr=1e-4, recipe.objective.eps_high=0.28, "

@@ -23,6 +23,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 import algorithms
 from algorithms.serialize import from_dict as recipe_from_dict
+from bench import rewards as reward_fns
 from bench.typed import ConfigError, Section, merge, unflatten
 
 BudgetKind = Literal["flops", "steps", "tokens"]
@@ -80,7 +81,7 @@ def _parse_budget(text: str | int | float) -> dict:
 
 class TrainConfig(Section):
     WHERE: ClassVar[str] = "train"
-    LATER: ClassVar[tuple[str, ...]] = ("tis_cap",)
+    LATER: ClassVar[tuple[str, ...]] = ("tis_cap", "prompt_pool", "kl_metrics")
 
     prompts_per_step: int = Field(16, ge=1)  # prompt groups per rollout batch
     group_size: int = Field(8, ge=2)  # completions per prompt (G); 1 leaves every group-relative advantage 0
@@ -101,6 +102,13 @@ class TrainConfig(Section):
     # Truncated importance sampling for vLLM rollouts (engine setting, any recipe): each token's
     # policy-gradient loss × min(π_train_old / π_vllm, tis_cap); None: off. TRL and verl use 2.
     tis_cap: float | None = Field(None, gt=0)
+    # Distinct training prompts a run cycles through: None = all of a dataset task's train split,
+    # 4096 of a generated task's endless stream (tasks.GeneratedTask.default_pool); a number caps it.
+    prompt_pool: int | None = Field(None, ge=1)
+    # KL-to-reference metrics (kl/k1, kl/k3), which need a frozen copy of the model and a forward
+    # pass per step; recipes with a KL term always get it. None: on for built-in scales, off for a
+    # local model directory (a pretrained model's copy costs memory and FLOPs).
+    kl_metrics: bool | None = None
 
 
 class EvalConfig(Section):
@@ -347,9 +355,20 @@ class RunConfig(Section):
     eval: EvalSchedule = EvalSchedule()
     warmstart: WarmStartConfig = WarmStartConfig()
     rollout: RolloutConfig = RolloutConfig()
+    rewards: dict[str, Any] = dict(reward_fns.DEFAULT)  # bench/rewards.py: reward function -> weight
     tags: dict[str, Any] = {}  # free-form labels (suite, cell, ...); hashed: only HASHED_TAGS
     device: Annotated[str, BeforeValidator(check_device)] = "cpu"  # execution settings: recorded, not hashed
     threads: int = Field(0, ge=0)
+
+    @field_validator("rewards", mode="before")
+    @classmethod
+    def _rewards(cls, v: Any) -> Any:
+        return reward_fns.check(v)
+
+    @field_validator("warmstart", mode="before")
+    @classmethod
+    def _no_warmstart(cls, v: Any) -> Any:
+        return {"steps": 0} if v == "none" else v  # warmstart = "none": the model as it is, no SFT
 
     @model_validator(mode="after")
     def _cross(self) -> RunConfig:
@@ -372,6 +391,8 @@ class RunConfig(Section):
             "eval": self.eval.canonical(),
             "warmstart": self.warmstart.canonical(),
             "rollout": self.rollout.canonical(),
+            # added after results existed: left out at its default so earlier run ids stay
+            **({} if self.rewards == reward_fns.DEFAULT else {"rewards": dict(self.rewards)}),
             "tags": dict(self.tags),
             "device": self.device,
             "threads": self.threads,
@@ -382,6 +403,7 @@ class RunConfig(Section):
         d = self.to_dict()
         for key in ("train", "eval", "warmstart", "rollout"):
             d[key] = getattr(self, key).model_dump()
+        d["rewards"] = dict(self.rewards)
         return d
 
     @classmethod

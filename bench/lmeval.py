@@ -189,7 +189,9 @@ def _from_run(ckpt: Path, run_dir: Path, meta: dict) -> Target:
 
 def _available(tdir: Path) -> list[str]:
     exported = {p.stem for p in tdir.glob(f"{PREFIX}*.yaml")}
-    return sorted(exported | {PREFIX + n for n in tasks.names() if n != "gsm8k"})
+    from bench.tasks.dataset import DataTask  # dataset tasks need their data: exported per run only
+
+    return sorted(exported | {PREFIX + n for n in tasks.names() if not issubclass(tasks.task_class(n), DataTask)})
 
 
 def _exported_params(name: str, root: Path | None):

@@ -39,6 +39,7 @@ import polars as pl
 #                                generated tokens trained on (the trainer recomputes logp_old)
 STEP_METRICS = [
     "reward/mean", "reward/std", "acc/train",
+    "reward/correct", "reward/format", "reward/length", "reward/overlong",  # bench/rewards.py
     "len/mean", "len/correct", "len/incorrect", "len/truncated_frac",
     "adv/mean", "adv/zero_std_group_frac", "filter/kept_frac", "filter/generation_rounds",
     "kl/k1", "kl/k3",

@@ -56,7 +56,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BeforeValidator, Field, field_validator
 
 import algorithms
-from bench import models, tasks
+from bench import models, rewards as reward_fns, tasks
 from bench.config import (DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, EvalSchedule, Regime, ReportSettings, Resources,
                           RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, check_device)
 from bench.typed import ConfigError, Section, merge, unflatten
@@ -104,11 +104,22 @@ class SuiteFile(Section):
     train: TrainConfig = TrainConfig()
     eval: EvalSchedule = EvalSchedule()
     warmstart: WarmStartConfig = WarmStartConfig()
+    rewards: dict[str, Any] = dict(reward_fns.DEFAULT)  # bench/rewards.py: reward function -> weight
     resources: Resources = Resources()
     overrides: dict[str, dict[str, Any]] = {}
     tune: dict[str, Any] = {}  # validated by bench.tune when it tunes
     regimes: dict[str, dict[str, Any]] = {}  # NAME -> Regime fields (the name comes from the key)
     report: ReportSettings = ReportSettings()  # how the report reads the suite; never hashed
+
+    @field_validator("rewards", mode="before")
+    @classmethod
+    def _rewards(cls, v: Any) -> Any:
+        return reward_fns.check(v)
+
+    @field_validator("warmstart", mode="before")
+    @classmethod
+    def _no_warmstart(cls, v: Any) -> Any:
+        return {"steps": 0} if v == "none" else v  # warmstart = "none": the model as it is, no SFT
 
     @field_validator("recipes", "tasks", "scales", "seeds")
     @classmethod
@@ -141,6 +152,7 @@ class Suite:
     train: TrainConfig = TrainConfig()
     eval: EvalSchedule = EvalSchedule()
     warmstart: WarmStartConfig = WarmStartConfig()
+    rewards: dict = field(default_factory=lambda: dict(reward_fns.DEFAULT))  # reward function -> weight
     overrides: dict[str, dict] = field(default_factory=dict)  # recipe -> nested tables merged into its runs
     device: str = "cpu"
     rollout: RolloutConfig = RolloutConfig()
@@ -156,7 +168,7 @@ class Suite:
         tags = {"suite": self.name, "cell": cell.name} | ({"regime": cell.regime.name} if cell.regime else {})
         cfg = RunConfig(recipe=algorithms.get(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
                         seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=self.train,
-                        eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, tags=tags,
+                        eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, tags=tags, rewards=self.rewards,
                         device=self.device, threads=self.resources.threads)
         patch = self.overrides.get(recipe, {})
         tuned = self.cell_overrides.get((cell.name, recipe))
@@ -300,7 +312,8 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     suite = Suite(name=path.stem, path=path, recipes=tuple(f.recipes), seeds=tuple(f.seeds),
                   cells=tuple(_cells(f, regimes, err)), task_params=f.task_params, overrides=overrides, device=f.device,
                   rollout=f.rollout, resources=f.resources, description=f.description, tune=f.tune,
-                  regimes=tuple(regimes), report=f.report, train=f.train, eval=f.eval, warmstart=f.warmstart)
+                  regimes=tuple(regimes), report=f.report, train=f.train, eval=f.eval, warmstart=f.warmstart,
+                  rewards=f.rewards)
     for recipe in overrides:  # build the runs once: bad override paths and values fail here, not in a worker
         for cell in suite.cells:
             try:

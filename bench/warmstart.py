@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
 from bench import models
 from bench.config import EvalConfig, WarmStartConfig
@@ -56,17 +56,32 @@ def cache_dir() -> Path:
 @dataclass(frozen=True)
 class WarmStart:
     path: Path
-    key: str
-    accuracy: float  # held-out greedy accuracy right after SFT
+    key: str  # "none": a local model directory used as it is (no SFT, no copy in the cache)
+    accuracy: float | None  # held-out greedy accuracy right after SFT (None: no SFT)
     seconds: float  # wall time of the SFT + evaluation that produced it
     cache_hit: bool
     metrics: dict
+    prompt: dict = dataclasses.field(default_factory=dict)  # the task's system_prompt / chat_template
 
     def load(self, device: str | torch.device = "cpu") -> Policy:
+        # fp32 weights even on GPUs: they are the optimizer's master copy (bf16 weights lose
+        # updates below their 8-bit mantissa); train.precision = "bf16" autocasts the forwards.
         model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32).to(device)
-        tok = AutoTokenizer.from_pretrained(self.path)
-        tok.padding_side = "left"
-        return Policy(model, tok)
+        tok = models.build_tokenizer(models.Scale(self.path.name, path=str(self.path)))
+        return _prompted(Policy(model, tok), self.prompt)
+
+
+def _prompt(task) -> dict:
+    """What a task says about prompt rendering beyond the prompt text (dataset tasks only)."""
+    return {k: getattr(task.config, k) for k in ("system_prompt", "chat_template")
+            if getattr(task.config, k, None) is not None}
+
+
+def _prompted(policy: Policy, prompt: dict) -> Policy:
+    if prompt.get("chat_template"):
+        policy.tokenizer.chat_template = prompt["chat_template"]
+    policy.system = prompt.get("system_prompt")
+    return policy
 
 
 def _config_dict(obj) -> dict:
@@ -155,7 +170,12 @@ def sft(policy: Policy, examples: list, cfg: WarmStartConfig, log=None) -> list[
 
 def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig(), cache: Path | None = None,
                device: str = "cpu", log=None) -> WarmStart:
-    """The cached warm start for (task, scale, cfg), training it first if absent."""
+    """The cached warm start for (task, scale, cfg), training it first if absent.
+
+    A local model directory (a pretrained model) gets no SFT unless `cfg.steps` asks for it: the
+    warm start's lr of 3e-3 would damage it, and it is used in place, with no copy in the cache."""
+    if scale.is_local and not cfg.steps:
+        return WarmStart(Path(scale.path), "none", None, 0.0, False, {}, _prompt(task))
     cfg = cfg.resolve(task.name, scale.name)
     key = warmstart_key(task, scale, cfg)
     root = (cache or cache_dir()) / "warmstart"
@@ -165,12 +185,12 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
         fcntl.flock(lock, fcntl.LOCK_EX)  # one trainer per key; others wait, then hit the cache
         if (final / "warmstart.json").is_file():
             meta = json.loads((final / "warmstart.json").read_text())
-            return WarmStart(final, key, meta["accuracy"], meta["seconds"], True, meta["metrics"])
+            return WarmStart(final, key, meta["accuracy"], meta["seconds"], True, meta["metrics"], _prompt(task))
         t0 = time.perf_counter()
         train = task.split("train", n=cfg.pool)
         corpus = [e.prompt for e in train[:2000]] + [e.solution for e in train[:2000]]
         tok = models.build_tokenizer(scale, corpus=corpus)
-        policy = Policy(models.build_model(scale, tok, seed=cfg.seed).to(device), tok)
+        policy = _prompted(Policy(models.build_model(scale, tok, seed=cfg.seed).to(device), tok), _prompt(task))
         losses = sft(policy, train, cfg, log=log)
         test = task.split("test")
         metrics = evaluate(policy, task, test, EvalConfig(n_examples=cfg.eval_examples, k=0), seed=cfg.seed)
@@ -189,4 +209,4 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
             os.replace(tmp, final)  # atomic: a reader sees a whole checkpoint or none
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return WarmStart(final, key, meta["accuracy"], seconds, False, metrics)
+        return WarmStart(final, key, meta["accuracy"], seconds, False, metrics, _prompt(task))

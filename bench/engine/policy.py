@@ -13,6 +13,7 @@ from bench.engine.fused import FusedLM, completion_logits
 class Policy:
     model: torch.nn.Module
     tokenizer: PreTrainedTokenizerBase
+    system: str | None = None  # a system turn before every prompt (a dataset task's system_prompt)
 
     @property
     def pad_id(self) -> int:
@@ -28,8 +29,10 @@ class Policy:
 
     def encode_prompts(self, texts: list[str]) -> list[list[int]]:
         """Chat-formatted prompt ids, ending with the assistant marker (generation prompt)."""
+        head = [{"role": "system", "content": self.system}] if self.system else []
         rendered = [
-            self.tokenizer.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False)
+            self.tokenizer.apply_chat_template(head + [{"role": "user", "content": t}], add_generation_prompt=True,
+                                               tokenize=False)
             for t in texts
         ]
         return self.tokenizer(rendered, add_special_tokens=False)["input_ids"]

@@ -24,7 +24,7 @@ import torch
 
 import algorithms
 from algorithms.stats import rule as stat_rule
-from bench import models, results, tasks
+from bench import models, results, rewards as reward_fns, tasks
 from bench.config import RunConfig
 from bench.engine.critic import ValueModel
 from bench.engine.evaluate import evaluate
@@ -32,8 +32,6 @@ from bench.engine.ledger import Ledger, ModelShape
 from bench.engine.policy import Policy, sequence_logprobs
 from bench.engine.rollout import NativeBackend, SamplingParams, left_pad, pad_cat
 from bench.warmstart import warm_start
-
-TRAIN_POOL = 4096  # distinct training prompts per run, cycled in a seeded order
 
 
 class Diverged(RuntimeError):
@@ -120,7 +118,15 @@ class Trainer:
         self.scale = models.get(cfg.scale)
         self.ws = warm_start(self.task, self.scale, cfg.warmstart, device=dev, log=self.log)
         self.policy: Policy = self.ws.load(dev)
-        self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
+        # The frozen reference only when a recipe's loss needs it or KL is logged (train.kl_metrics;
+        # default: on for built-in scales, off for a local model, whose copy costs memory and FLOPs).
+        # bf16 where autocast runs in bf16 anyway (train.precision on CUDA): half its memory.
+        log_kl = not self.scale.is_local if cfg.train.kl_metrics is None else cfg.train.kl_metrics
+        self.reference = None
+        if self.needs.reference or log_kl:
+            self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
+            if cfg.train.precision == "bf16" and dev.startswith("cuda") and torch.cuda.is_bf16_supported():
+                self.reference.to(torch.bfloat16)
         self.shape = ModelShape.of(self.policy.model)
         self.max_new = cfg.train.max_new_tokens or self.task.max_new_tokens
         if cfg.rollout.backend == "vllm":  # held-out evaluations stay on the native backend either way
@@ -139,7 +145,7 @@ class Trainer:
                                                 **self._adam(tc))
         self.device = torch.device(dev)
         self.ledger = Ledger()
-        self.train_pool = self.task.split("train", n=TRAIN_POOL)
+        self.train_pool = self.task.pool(cfg.train.prompt_pool)  # cycled in a seeded order; see Task.pool
         self.test = self.task.split("test")
         self._order = torch.Generator().manual_seed(cfg.seed)
         self._queue: list[int] = []
@@ -195,7 +201,8 @@ class Trainer:
         ex_rows = [e for e in examples for _ in range(G)]
         dev = self.device
         correct = torch.tensor([self.task.score(t, e) >= 1.0 for t, e in zip(texts, ex_rows)], device=dev)
-        rewards = correct.to(torch.float32)
+        rewards, parts = reward_fns.combine(self.cfg.rewards, reward_fns.Samples(
+            texts, ex_rows, correct, gen.lengths.to(dev), gen.truncated.to(dev), self.max_new, self.task))
         group = torch.arange(group_offset, group_offset + len(examples), device=dev).repeat_interleave(G)
         baseline = None
         if self.needs.greedy_baseline:  # ReMax: one greedy rollout per prompt, paid for
@@ -203,7 +210,9 @@ class Trainer:
                 greedy = _checked_generate(self.backend, prompts, SamplingParams(self.max_new, greedy=True, seed=0))
             self.ledger.generation(self.shape, map(len, prompts), greedy.lengths.tolist())
             gtexts = self.policy.decode(greedy.tokens, greedy.mask)
-            base = torch.tensor([float(self.task.score(t, e) >= 1.0) for t, e in zip(gtexts, examples)], device=dev)
+            gcorrect = torch.tensor([self.task.score(t, e) >= 1.0 for t, e in zip(gtexts, examples)], device=dev)
+            base, _ = reward_fns.combine(self.cfg.rewards, reward_fns.Samples(
+                gtexts, examples, gcorrect, greedy.lengths.to(dev), greedy.truncated.to(dev), self.max_new, self.task))
             baseline = base.repeat_interleave(G)
         raw = algorithms.Rollouts(
             rewards=rewards, group=group, mask=gen.mask, logp_old=gen.logp, max_new_tokens=self.max_new,
@@ -212,7 +221,7 @@ class Trainer:
         keep = self.recipe.keep(shaped)
         pids, patt = (t.to(dev) for t in left_pad(rep, self.policy.pad_id))
         return {"prompt_ids": pids, "prompt_mask": patt, "tokens": gen.tokens, "raw": raw, "shaped": shaped,
-                "keep": keep}
+                "keep": keep, "reward_parts": parts}
 
     def _collect(self, step: int) -> tuple[Batch | None, dict]:
         """Rollouts for one step: refill rounds while the recipe asks for them (dynamic sampling)."""
@@ -267,6 +276,7 @@ class Trainer:
             "len/correct": _nanmean(lengths[correct]), "len/incorrect": _nanmean(lengths[~correct]),
             "len/truncated_frac": _nanmean(trunc), "adv/zero_std_group_frac": _nanmean(torch.cat(zero_std)),
             "filter/generation_rounds": float(len(rounds)),
+            **reward_fns.metrics([r["reward_parts"] for r in rounds], correct),
         }
 
     # ---------------------------------------------------------------- forward passes
@@ -303,10 +313,12 @@ class Trainer:
     def _forward_frozen(self, b: Batch) -> algorithms.Rollouts:
         """Reference log-probs (and critic values V_old) for the batch, charged to the ledger."""
         tc = self.cfg.train
-        ref = torch.cat([sequence_logprobs(self.reference, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i], tc.temperature)[0]
-                         for i in self._chunks(len(b.tokens))])
-        self.ledger.forward(self.shape, self._seq_lens(b))
-        roll = b.rollouts.replace(logp_ref=ref * b.rollouts.m)
+        roll = b.rollouts
+        if self.reference is not None:
+            ref = torch.cat([sequence_logprobs(self.reference, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i],
+                                               tc.temperature)[0] for i in self._chunks(len(b.tokens))])
+            self.ledger.forward(self.shape, self._seq_lens(b))
+            roll = roll.replace(logp_ref=ref * roll.m)
         if self.critic is not None:
             vals = torch.cat([self.critic(b.prompt_ids[i], b.prompt_mask[i], b.tokens[i]) for i in self._chunks(len(b.tokens))])
             self.ledger.forward(self.critic_shape, self._seq_lens(b))

@@ -57,3 +57,41 @@ def numeric_score(completion: str, gold: str) -> float:
     """1.0 when the completion's final `####` answer equals the integer `gold`, else 0.0."""
     predicted = parse_int(extract_answer(completion))
     return 1.0 if predicted is not None and predicted == int(gold) else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Extractors: how a data task finds the final answer in a worked solution and in a completion.
+# "####" is the strict convention above; "boxed" is MATH's `\boxed{...}` (the last one, read
+# with math-verify's own extraction from latex2sympy2_extended); "last_number" is the last
+# number in the text, the lenient fallback many GSM8K evaluations use.
+
+_LAST_NUMBER = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?", re.ASCII)
+
+
+def extract_boxed(text: str) -> str | None:
+    """The content of the last `\\boxed{...}` (or `\\fbox{...}`); None when there is none, it is
+    unclosed, empty or longer than MAX_ANSWER_CHARS. Adjacent boxes join with commas, as in
+    math-verify (`\\boxed{3}, \\boxed{4}` -> "3,4")."""
+    if not isinstance(text, str) or ("\\boxed" not in text and "\\fbox" not in text):
+        return None
+    from latex2sympy2_extended.math_normalization import extract_boxed_content
+
+    answer = extract_boxed_content(text, mode="last").strip()
+    # math-verify returns the rest of the text for an unclosed box, and the text itself for none
+    if not answer or answer.startswith("{") or answer == text.strip() or len(answer) > MAX_ANSWER_CHARS:
+        return None
+    return answer
+
+
+def extract_last_number(text: str) -> str | None:
+    """The last number in the text (thousands commas dropped), or None."""
+    if not isinstance(text, str):
+        return None
+    found = _LAST_NUMBER.findall(text[-10_000:])  # bounds the work on a runaway completion
+    return found[-1].replace(",", "") if found else None
+
+
+EXTRACTORS = {"####": extract_answer, "boxed": extract_boxed, "last_number": extract_last_number}
+# How each extractor writes a bare final answer as a completion (the SFT target when a dataset
+# has no worked solution).
+FORMATS = {"####": "#### {}", "boxed": "\\boxed{{{}}}", "last_number": "{}"}

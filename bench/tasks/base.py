@@ -77,6 +77,18 @@ class Task:
     def max_new_tokens(self) -> int:
         raise NotImplementedError
 
+    def extract(self, completion: str) -> str | None:
+        """The final answer a completion states, or None (what the `format` reward checks)."""
+        from .answer import extract_answer
+
+        return extract_answer(completion)
+
+    def pool(self, cap: int | None = None) -> list[Example]:
+        """The distinct training prompts a run cycles through: all of the train split, or its
+        first `cap` (a seeded order)."""
+        train = self.split("train")
+        return train if cap is None else train[:cap]
+
     def in_test(self, prompt: str) -> bool:
         """Whether `prompt` belongs to the held-out side of this seed's partition."""
         return in_holdout(self.config.seed, prompt, self.config.holdout_frac)
@@ -95,6 +107,13 @@ class GeneratedTask(Task):
     def __init__(self, config: TaskConfig):
         super().__init__(config)
         self._test_cache: list[Example] = []
+
+    # A generated task's train split is endless: a run's pool is this many examples of it unless
+    # the run states another cap (train.prompt_pool).
+    default_pool: ClassVar[int] = 4096
+
+    def pool(self, cap: int | None = None) -> list[Example]:
+        return self.split("train", n=self.default_pool if cap is None else cap)
 
     def stream(self) -> Iterator[Example]:
         """Examples in a fixed order determined by the config (train and test mixed)."""
