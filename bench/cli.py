@@ -63,22 +63,23 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     import algorithms
     from bench import models, tasks
-    from bench.config import Budget, RunConfig
+    from bench.config import Budget, Regime, RolloutConfig, RunConfig
     from bench.engine.trainer import Trainer
 
     tasks.get(args.task)  # fail fast on bad names, before any work
     models.get(args.scale)
     cfg = RunConfig(recipe=algorithms.get(args.recipe), task=args.task, scale=args.scale,
                     budget=Budget.parse(args.budget), seed=args.seed, device=args.device, threads=args.threads,
-                    rollout=args.rollout)
+                    rollout=RolloutConfig.parse(args.rollout))
     if args.set:
         cfg = cfg.with_overrides(args.set)
-    if cfg.rollout == "vllm":  # fail fast, before the warm start: one line saying how to install it
+    if cfg.rollout.backend == "vllm":  # fail fast, before the warm start: one line saying how to install it
         from bench.engine.vllm_backend import check_installed
 
         check_installed()
     root = _root(args)
-    print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}")
+    print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}, "
+          f"regime {Regime.of(cfg).describe()}")
     res = Trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
                   save_checkpoint=args.save_checkpoint).run()
     f = res.final

@@ -154,6 +154,99 @@ class EvalSchedule:
 
 
 @dataclass(frozen=True)
+class RolloutConfig:
+    """Where rollouts come from: the backend, and how stale the sampling policy is.
+
+    lag k: the rollouts of step t are sampled by the policy of step t − k (the weights before the
+    update k steps earlier; the warm start while t ≤ k), as in an asynchronous pipeline whose
+    sampler runs k versions behind the learner (verl's one-step-off, PipelineRL). 0: on-policy.
+    """
+
+    backend: Literal["native", "vllm"] = "native"  # vllm: bench/engine/vllm_backend.py (its own venv)
+    lag: int = 0
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("native", "vllm"):
+            raise ValueError(f"rollout backend {self.backend!r} is not available; valid: native, vllm")
+        if isinstance(self.lag, bool) or not isinstance(self.lag, int) or self.lag < 0:
+            raise ValueError(f"rollout.lag must be an int >= 0, got {self.lag!r}")
+
+    @classmethod
+    def parse(cls, value: Any) -> RolloutConfig:
+        """A backend name ("vllm", the form before lags existed), a {backend, lag} table, or itself."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            return cls(backend=value)
+        if isinstance(value, dict):
+            return _build(cls, value, "rollout")
+        raise ValueError(f"rollout: expected a backend name (native, vllm) or a table {{backend, lag}}, got {value!r}")
+
+    def canonical(self) -> str | dict:
+        """The hashed form: the bare backend name at lag 0, so run ids from before lags stay."""
+        return self.backend if self.lag == 0 else dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """An off-policy regime: how stale the sampling policy is, and how many optimizer updates each
+    rollout batch gets (epochs × mini-batches). ρ = π_θ/π_old differs from 1 only off-policy.
+
+    A suite's `[regimes.NAME]` table imposes one on every recipe of a cell (lag → rollout.lag,
+    epochs and minibatches → recipe.updates, lr → train.lr when given; bench/suite.py says what a
+    matched comparison holds fixed); `Regime.of(cfg)` reads the regime any run config is in.
+    """
+
+    name: str = ""
+    lag: int = 0
+    epochs: int = 1
+    minibatches: int = 1
+    lr: float | None = None  # None: the suite's (or the recipe's overridden) train.lr
+
+    def __post_init__(self) -> None:
+        RolloutConfig(lag=self.lag)  # validates the lag
+        for f in ("epochs", "minibatches"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"regime {self.name!r}: {f} must be an int >= 1, got {v!r}")
+        if self.lr is not None and not (isinstance(self.lr, (int, float)) and self.lr > 0):
+            raise ValueError(f"regime {self.name!r}: lr must be a number > 0, got {self.lr!r}")
+
+    @property
+    def updates_per_batch(self) -> int:
+        return self.epochs * self.minibatches
+
+    @property
+    def auto_name(self) -> str:
+        """'on_policy', or the parts that differ from it: 'lag2', '4mb', '2ep_16mb_lag1'."""
+        parts = [f"{self.epochs}ep" if self.epochs > 1 else "", f"{self.minibatches}mb" if self.minibatches > 1 else "",
+                 f"lag{self.lag}" if self.lag else ""]
+        return "_".join(p for p in parts if p) or "on_policy"
+
+    def overrides(self) -> list[str]:
+        """The RunConfig overrides that put a run in this regime."""
+        out = [f"rollout.lag={self.lag}", f"recipe.updates.epochs={self.epochs}",
+               f"recipe.updates.minibatches={self.minibatches}"]
+        return out + ([f"train.lr={float(self.lr)!r}"] if self.lr is not None else [])
+
+    @classmethod
+    def of(cls, cfg: RunConfig) -> Regime:
+        """The regime a run is in: its suite's regime name (tags.regime) or the automatic one."""
+        u = cfg.recipe.updates
+        r = cls(lag=cfg.rollout.lag, epochs=u.epochs, minibatches=u.minibatches)
+        return dataclasses.replace(r, name=cfg.tags.get("regime") or r.auto_name)
+
+    def record(self) -> dict:
+        """run.json's `regime`: {name, lag, epochs, minibatches, updates_per_batch}."""
+        return {"name": self.name or self.auto_name, "lag": self.lag, "epochs": self.epochs,
+                "minibatches": self.minibatches, "updates_per_batch": self.updates_per_batch}
+
+    def describe(self) -> str:
+        return (f"{self.name or self.auto_name} (lag {self.lag}, {self.epochs} epoch(s) × {self.minibatches} "
+                f"mini-batch(es) = {self.updates_per_batch} update(s) per batch)")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     recipe: Any  # algorithms.Recipe
     task: str
@@ -164,15 +257,16 @@ class RunConfig:
     train: TrainConfig = TrainConfig()
     eval: EvalSchedule = EvalSchedule()
     warmstart: WarmStartConfig = WarmStartConfig()
-    rollout: Literal["native", "vllm"] = "native"  # vllm: bench/engine/vllm_backend.py (its own venv)
+    rollout: RolloutConfig = RolloutConfig()  # backend and lag; RolloutConfig.parse("vllm") for the bare name
     tags: dict = field(default_factory=dict)  # free-form labels (suite, cell, ...); hashed: only HASHED_TAGS
     device: str = "cpu"  # execution settings: recorded, not hashed
     threads: int = 0
 
     def __post_init__(self) -> None:
-        if self.rollout not in ("native", "vllm"):
-            raise ValueError(f"rollout {self.rollout!r} is not available; valid: native, vllm")
-        if self.train.tis_cap is not None and self.rollout != "vllm":
+        if not isinstance(self.rollout, RolloutConfig):
+            raise ValueError(f"rollout: expected a RolloutConfig (RolloutConfig.parse({self.rollout!r})), "
+                             f"got {type(self.rollout).__name__}")
+        if self.train.tis_cap is not None and self.rollout.backend != "vllm":
             raise ValueError("train.tis_cap corrects the vLLM-vs-trainer log-prob mismatch: it needs rollout='vllm'")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
@@ -189,7 +283,7 @@ class RunConfig:
             "train": _train_dict(self.train),
             "eval": self.eval.canonical(),
             "warmstart": dataclasses.asdict(self.warmstart),
-            "rollout": self.rollout,
+            "rollout": self.rollout.canonical(),
             "tags": dict(self.tags),
             "device": self.device,
             "threads": self.threads,
@@ -207,6 +301,8 @@ class RunConfig:
         for key, typ in (("train", TrainConfig), ("eval", EvalSchedule), ("warmstart", WarmStartConfig)):
             if key in d and isinstance(d[key], dict):
                 d[key] = _build(typ, d[key], key)
+        if "rollout" in d:
+            d["rollout"] = RolloutConfig.parse(d["rollout"])
         return cls(**d)
 
     def _hashed(self, with_seed: bool) -> str:
@@ -232,6 +328,7 @@ class RunConfig:
         """Apply `path=value` overrides, e.g. train.lr=1e-4, recipe.objective.eps_high=0.28."""
         d = self.to_dict()
         d["train"] = dataclasses.asdict(self.train)  # every field settable, defaults included
+        d["rollout"] = dataclasses.asdict(self.rollout)  # rollout.lag=2 as well as rollout=vllm
         for a in assignments:
             if "=" not in a:
                 raise ValueError(f"override {a!r}: expected path=value, e.g. train.lr=1e-4")
