@@ -26,6 +26,13 @@
     [tune]                            # `bench tune` settings and search spaces (bench/tune/settings.py)
     trials = 8
 
+    [regimes.on_policy]               # optional off-policy regimes: each one a cell axis (below)
+    [regimes.lag2]
+    lag = 2                           # rollout.lag: rollouts of step t sampled by the policy of step t − 2
+    [regimes.mb4]
+    minibatches = 4                   # recipe.updates.minibatches (and epochs): updates per rollout batch
+    lr = 5e-5                         # optional: train.lr for every recipe in this regime
+
     [report]                          # how the report decides (not hashed: changing it reruns nothing)
     primary = "auc"                   # auc | final | plateau | compute_to:0.5 (declared before the runs)
     baseline = "grpo"                 # what every recipe is compared with, paired by seed
@@ -35,6 +42,24 @@
 Every run of a cell gets the same budget, evaluation fractions, task and warm start; overrides
 may change only the recipe and its training settings, so comparisons stay matched. Errors name
 the file, the key and the valid choices.
+
+Regimes (issue 12). Without `[regimes.*]` a cell is task/scale and every recipe keeps its own
+updates per batch (ppo and vapo 4 mini-batches, the rest 1) and lag 0: today's runs, same ids.
+With regimes a cell is task/scale/regime, and the regime sets, for every recipe in it,
+`rollout.lag` (default 0), `recipe.updates.epochs` and `recipe.updates.minibatches` (default 1),
+and `train.lr` when it gives `lr`; its runs carry tags.regime and run.json's `regime` record.
+What a matched off-policy comparison holds fixed:
+  - within a regime (the comparison): everything but the recipe, i.e. the cell's FLOPs budget,
+    rollout batch (prompts × G), evaluation, warm start, lr, and the off-policy degree: the
+    number of optimizer updates per rollout batch (epochs × mini-batches, so the same optimizer
+    steps per sample for every recipe) and the sampler's lag. Per-recipe overrides may not change
+    recipe.updates (nor train.lr when a regime sets it); the regime is applied last.
+  - across regimes: the budget in FLOPs, the data, and, unless a regime sets `lr`, the learning
+    rate. Mini-batches multiply optimizer steps per batch at the same FLOPs (each step sees 1/M of
+    the batch), so at one lr they move the policy about M times as far per batch: give such a
+    regime its own `lr` to hold drift per batch instead. A lag changes neither FLOPs nor steps.
+  - put the on-policy control beside them: a regime with no keys (`[regimes.on_policy]`), which
+    is lag 0 and one update per batch for every recipe (ppo and vapo included, unlike the default).
 """
 from __future__ import annotations
 
@@ -51,16 +76,17 @@ from typing import Any, Literal, Union
 
 import algorithms
 from bench import models, tasks
-from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
+from bench.config import Budget, EvalSchedule, Regime, RolloutConfig, RunConfig, TrainConfig
 from bench.warmstart import WarmStartConfig
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 REQUIRED = ("recipes", "seeds", "tasks", "scales", "budget")
 OPTIONAL = ("description", "device", "rollout", "task_params", "train", "eval", "warmstart", "resources", "overrides",
-            "tune", "report")
+            "tune", "report", "regimes")
 SECTIONS = {"train": TrainConfig, "eval": EvalSchedule, "warmstart": WarmStartConfig}
 OVERRIDABLE = ("recipe.", "train.")  # budget, eval, task, scale, warm start stay matched within a cell
-FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale")
+FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale", "regime")
+REGIME_KEYS = ("lag", "epochs", "minibatches", "lr")
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
 
 
@@ -76,10 +102,11 @@ class Cell:
     task: str
     scale: str
     budget: Budget
+    regime: Regime | None = None  # None: every recipe keeps its own updates per batch, lag 0
 
     @property
     def name(self) -> str:
-        return f"{self.task}/{self.scale}"
+        return f"{self.task}/{self.scale}" + (f"/{self.regime.name}" if self.regime else "")
 
 
 @dataclass(frozen=True)
@@ -170,13 +197,15 @@ class Suite:
     cell_overrides: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
     def run_config(self, cell: Cell, recipe: str, seed: int) -> RunConfig:
+        tags = {"suite": self.name, "cell": cell.name} | ({"regime": cell.regime.name} if cell.regime else {})
         cfg = RunConfig(recipe=algorithms.get(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
                         seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=self.train,
-                        eval=self.eval, warmstart=self.warmstart, rollout=self.rollout,
-                        tags={"suite": self.name, "cell": cell.name}, device=self.device, threads=self.resources.threads)
+                        eval=self.eval, warmstart=self.warmstart, rollout=RolloutConfig.parse(self.rollout),
+                        tags=tags, device=self.device, threads=self.resources.threads)
         cfg = cfg.with_overrides(list(self.overrides[recipe])) if recipe in self.overrides else cfg
         tuned = self.cell_overrides.get((cell.name, recipe))
-        return cfg if tuned is None else cfg.with_overrides([*tuned, "tags.tuned=true"])
+        cfg = cfg if tuned is None else cfg.with_overrides([*tuned, "tags.tuned=true"])
+        return cfg if cell.regime is None else cfg.with_overrides(cell.regime.overrides())  # last: the regime holds
 
     def expand(self, only: dict[str, list[str]] | None = None) -> list[RunConfig]:
         """Run configs in plan order (cell, recipe, seed), restricted by `only` (see parse_only)."""
@@ -185,7 +214,8 @@ class Suite:
         for cell in self.cells:
             for recipe in self.recipes:
                 for seed in self.seeds:
-                    labels = {"recipe": recipe, "seed": str(seed), "cell": cell.name, "task": cell.task, "scale": cell.scale}
+                    labels = {"recipe": recipe, "seed": str(seed), "cell": cell.name, "task": cell.task,
+                              "scale": cell.scale, "regime": cell.regime.name if cell.regime else ""}
                     if all(labels[k] in v for k, v in only.items()):
                         out.append(self.run_config(cell, recipe, seed))
         return out
@@ -194,7 +224,8 @@ class Suite:
         """The values each --only key may take in this suite."""
         return {"recipe": list(self.recipes), "seed": [str(s) for s in self.seeds],
                 "cell": [c.name for c in self.cells], "task": sorted({c.task for c in self.cells}),
-                "scale": sorted({c.scale for c in self.cells})}
+                "scale": sorted({c.scale for c in self.cells}),
+                "regime": list(dict.fromkeys(c.regime.name for c in self.cells if c.regime))}
 
     def parse_only(self, specs: list[str]) -> dict[str, list[str]]:
         """['recipe=grpo,dapo', 'seed=0'] -> {'recipe': ['grpo', 'dapo'], 'seed': ['0']}, validated."""
@@ -269,7 +300,9 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
         except (ValueError, FileNotFoundError) as e:
             raise err("scales", str(e)) from None
     seeds = _seeds(data["seeds"], err)
-    cells = _cells(data["budget"], task_names, scale_names, err)
+    regimes = _regimes(_table(data.get("regimes", {}), "regimes", err), err)
+    cells = [dataclasses.replace(c, regime=r) for c in _cells(data["budget"], task_names, scale_names, err)
+             for r in (regimes or [None])]
 
     task_params = _table(data.get("task_params", {}), "task_params", err)
     for t, params in task_params.items():
@@ -314,6 +347,9 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
             if not p.startswith(OVERRIDABLE):
                 raise err(f"{where}.{p}", f"only {' and '.join(o + '*' for o in OVERRIDABLE)} may be overridden per "
                                           "recipe; budget, eval, task, scale and warm start stay matched within a cell")
+            if regimes and (p.startswith("recipe.updates") or (p == "train.lr" and any(r.lr for r in regimes))):
+                raise err(f"{where}.{p}", "the suite's regimes set it for every recipe (updates per batch, and lr "
+                                          "where a regime gives one), so a cell compares recipes at one regime")
         overrides[recipe] = tuple(f"{p}={json.dumps(v)}" for p, v in flat.items())
 
     suite = Suite(name=path.stem, path=path, recipes=tuple(recipes), seeds=tuple(seeds), cells=tuple(cells),
@@ -377,6 +413,22 @@ def _cells(value, task_names: list[str], scale_names: list[str], err) -> list[Ce
         t, s = g.split("/", 1)
         cells.append(Cell(t, s, budget))
     return cells
+
+
+def _regimes(table: dict, err) -> list[Regime]:
+    """[regimes.NAME] tables -> Regimes, in file order (keys: lag, epochs, minibatches, lr)."""
+    out = []
+    for name, values in table.items():
+        where = f"regimes.{name}"
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise err(where, "a regime name is letters, digits, '_', '-' or '.' (it becomes part of the cell name)")
+        if not isinstance(values, dict):
+            raise err(where, "expected a table, e.g. [regimes.lag2] lag = 2 (an empty table is the on-policy control)")
+        for k in values:
+            if k not in REGIME_KEYS:
+                raise err(f"{where}.{k}", unknown("regime key", k, list(REGIME_KEYS)))
+        out.append(_section(Regime, {"name": name, **values}, where, err))
+    return out
 
 
 def _table(value, key: str, err) -> dict:
