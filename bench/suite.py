@@ -188,7 +188,7 @@ class Suite:
     warmstart: WarmStartConfig = WarmStartConfig()
     overrides: dict[str, tuple[str, ...]] = field(default_factory=dict)  # recipe -> ("path=json", ...)
     device: str = "cpu"
-    rollout: str = "native"
+    rollout: RolloutConfig = RolloutConfig()  # `rollout = "vllm"` or a [rollout] table {backend, lag}
     resources: Resources = Resources()
     description: str = ""
     tune: dict = field(default_factory=dict)  # the [tune] table, validated by bench.tune when it tunes
@@ -200,7 +200,7 @@ class Suite:
         tags = {"suite": self.name, "cell": cell.name} | ({"regime": cell.regime.name} if cell.regime else {})
         cfg = RunConfig(recipe=algorithms.get(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
                         seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=self.train,
-                        eval=self.eval, warmstart=self.warmstart, rollout=RolloutConfig.parse(self.rollout),
+                        eval=self.eval, warmstart=self.warmstart, rollout=self.rollout,
                         tags=tags, device=self.device, threads=self.resources.threads)
         cfg = cfg.with_overrides(list(self.overrides[recipe])) if recipe in self.overrides else cfg
         tuned = self.cell_overrides.get((cell.name, recipe))
@@ -320,9 +320,13 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     device = data.get("device", "cpu")
     if not isinstance(device, str) or not _DEVICE_RE.match(device):
         raise err("device", f"expected cpu, cuda, cuda:N or mps, got {device!r}")
-    rollout = data.get("rollout", "native")
-    if rollout not in ("native", "vllm"):
-        raise err("rollout", unknown("rollout backend", rollout, ["native", "vllm"]))
+    raw_rollout = data.get("rollout", "native")
+    if isinstance(raw_rollout, str) and raw_rollout not in ("native", "vllm"):
+        raise err("rollout", unknown("rollout backend", raw_rollout, ["native", "vllm"]))
+    try:
+        rollout = RolloutConfig.parse(raw_rollout)
+    except (ValueError, TypeError) as e:
+        raise err("rollout", str(e)) from None
     description = data.get("description", "")
     if not isinstance(description, str):
         raise err("description", "expected a string")

@@ -119,3 +119,13 @@ def test_offpolicy_smoke_suite_end_to_end(bench_cache, tmp_path):
             assert (updated["policy/log_ratio_abs_mean"] > 0).all(), c.recipe.name
         else:
             assert (steps["policy/log_ratio_abs_mean"][2] > 0), c.recipe.name
+
+
+def test_suite_rollout_is_a_backend_name_or_a_table(tmp_path):
+    assert load(tmp_path, 'rollout = "vllm"\n' + BASE).expand()[0].rollout.backend == "vllm"
+    lagged = load(tmp_path, BASE + "[rollout]\nlag = 1\n").expand()[0]
+    assert (lagged.rollout.backend, lagged.rollout.lag) == ("native", 1)
+    with pytest.raises(ValueError, match=r": rollout: unknown rollout backend 'sglang'; valid: native, vllm"):
+        load(tmp_path, 'rollout = "sglang"\n' + BASE)
+    with pytest.raises(ValueError, match=r": rollout: rollout: unknown keys \['lagg'\]"):
+        load(tmp_path, BASE + "[rollout]\nlagg = 1\n")
