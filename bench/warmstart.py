@@ -40,6 +40,7 @@ STEPS: dict[str, dict[str, int]] = {
     "chain_sum": {"nano": 1500, "micro": 800, "*": 800},
     "countdown": {"nano": 1000, "micro": 600, "*": 600},
     "gsm8k": {"*": 300},
+    "verbose_addition": {"nano": 800, "micro": 450, "*": 450},
 }
 DEFAULT_STEPS = 300
 

@@ -47,6 +47,12 @@ class Data:
 
 STEP_KEEP = ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high", "policy/clip_frac_seq",
              "policy/weight_capped_frac", "policy/entropy", "len/mean", "len/correct", "len/incorrect"]
+# Logged by newer engines only (off-policy telemetry, per-group weights): binned when present,
+# absent from `steps` for runs recorded before them (the report says "not logged in these runs").
+STEP_OPTIONAL = ["policy/ratio_mean", "policy/ratio_max", "policy/ratio_dev_frac", "policy/log_ratio_abs_mean",
+                 "policy/seq_ratio_mean", "policy/seq_ratio_max", "rollout/lag",
+                 "adv/group_std_q10", "adv/group_std_q50", "adv/group_std_q90", "adv/low_std_weight_frac",
+                 "adv/low_std_group_frac"]
 
 
 def load(suite: Suite, root: Path) -> Data:
@@ -91,8 +97,10 @@ def load(suite: Suite, root: Path) -> Data:
                      pl.col("eval/len_mean").alias("len_mean"), pl.col("eval/len_correct").alias("len_correct"),
                      pl.col("eval/len_incorrect").alias("len_incorrect"))
              .sort("cell", "rank", "seed", "fraction").collect())
+    present = set(st.collect_schema().names())
+    keep = STEP_KEEP + [m for m in STEP_OPTIONAL if m in present]
     steps = (st.join(labels.lazy(), on="run_id")
-             .pipe(_bin_steps)
+             .pipe(_bin_steps, keep)
              .sort("cell", "rank", "seed", "frac").collect())
     return Data(runs, evals, steps, metas, cfgs, stale_runs(suite, root, set(cfgs)))
 
@@ -113,7 +121,7 @@ def stale_runs(suite: Suite, root: Path, current: set[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _bin_steps(lf: pl.LazyFrame) -> pl.LazyFrame:
+def _bin_steps(lf: pl.LazyFrame, keep: list[str]) -> pl.LazyFrame:
     """Average each run's steps in bins of the budget (the bin's upper edge as `frac`), NaN-aware."""
     spent = (pl.when(pl.col("budget_kind") == "steps").then(pl.col("step").cast(pl.Float64))
              .when(pl.col("budget_kind") == "tokens").then(pl.col("compute/gen_tokens"))
@@ -122,7 +130,8 @@ def _bin_steps(lf: pl.LazyFrame) -> pl.LazyFrame:
     return (lf.with_columns(((frac * N_BINS).ceil().clip(1, N_BINS) / N_BINS).alias("frac"))
             .group_by("cell", "recipe", "seed", "run_id", "status", "rank", "frac")
             .agg(pl.col("compute/flops").mean().alias("flops"),
-                 *[pl.col(m).fill_nan(None).mean().alias(m) for m in STEP_KEEP]))
+                 *[(pl.col(m).fill_nan(None).max() if m.endswith("_max") else pl.col(m).fill_nan(None).mean()).alias(m)
+                   for m in keep]))
 
 
 def finished(df: pl.DataFrame) -> pl.DataFrame:

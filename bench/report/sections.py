@@ -337,7 +337,7 @@ def clipping(ctx: Context) -> list:
     clip = ctx.tables["clipping"]
     one = clip.filter(pl.col("updates_per_batch") == 1)["recipe"].unique(maintain_order=True).to_list()
     many = clip.filter(pl.col("updates_per_batch") > 1)["recipe"].unique(maintain_order=True).to_list()
-    out = [Heading(2, "Clipping")]
+    out = [Heading(2, "Clipping and off-policy")]
     if one:
         out.append(Para(f"Zero by construction: {', '.join(one)} make one optimizer update per rollout batch, so the "
                         "ratio π/π_old is exactly 1 at the update and no clip can bind (ALGORITHMS.md, convention 8). "
@@ -356,6 +356,52 @@ def clipping(ctx: Context) -> list:
     else:
         out.append(Para("No recipe in this suite makes more than one update per batch, so there is no clip-fraction "
                         "curve to draw."))
+    out += off_policy(ctx)
+    return out
+
+
+def off_policy(ctx: Context) -> list:
+    """How far each update's policy was from the one that sampled its batch (ratio telemetry)."""
+    table_ = ctx.tables.get("off_policy")
+    out = [Heading(3, "Ratio telemetry")]
+    if table_ is None:
+        return out + [Para("Ratio telemetry (share of tokens with |ρ − 1| > 0.2, mean |log ρ|, the sequence-level "
+                           "ratio) is not logged in these runs: they were recorded before the engine logged it.")]
+    out.append(Para("Per cell and recipe over the finished runs' steps: the share of trained tokens whose ratio "
+                    "ρ = π/π_old is more than 0.2 from 1, the mean |log ρ|, the largest token ratio and the largest "
+                    "sequence-level ratio (GSPO's length-normalised exp(mean log ρ)) seen in any step, and the "
+                    "rollout lag (the policy versions between the sampler and the update)."))
+    out.append(table(table_, {
+        "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "lag": lambda r: num(r["lag"], ".0f"),
+        "|ρ−1| > 0.2": lambda r: num(r["ratio_dev_frac"], ".4f"), "mean |log ρ|": lambda r: num(r["log_ratio_abs"], ".4f"),
+        "max ρ": lambda r: num(r["ratio_max"], ".3g"), "max seq ρ": lambda r: num(r["seq_ratio_max"], ".3g")}))
+    out.append(ctx.figure("off_policy.png", F.step_metrics(
+        ctx.curves, {"policy/ratio_dev_frac": "share |ρ − 1| > 0.2", "policy/log_ratio_abs_mean": "mean |log ρ|",
+                     "policy/clip_frac_low": "clip fraction low", "policy/clip_frac_high": "clip fraction high"},
+        ctx.cells, ctx.budgets, ctx.colors, ctx.xlabels),
+        "Off-policy drift and clipping against compute, one column per cell (a cell fixes the off-policy regime)."))
+    return out
+
+
+def group_weights(ctx: Context) -> list:
+    """Does std normalisation up-weight low-variance groups? (per-group logging)"""
+    g = ctx.tables.get("group_weights")
+    out = [Heading(2, "Group reward spread and gradient weight")]
+    if g is None:
+        return out + [Para("Per-group statistics (quantiles of the groups' reward std, the share of gradient weight "
+                           "on low-variance groups) are not logged in these runs: they were recorded before the "
+                           "engine logged them.")]
+    out.append(Para("Per step, the groups with a nonzero reward std are split at the step's median std. "
+                    "\"weight on low-std\" is the share of the step's gradient weight (Σ over a group's tokens of "
+                    "|advantage| × aggregation weight) on the groups below the median; \"low-std groups\" their share "
+                    "of the groups. A weight share above the group share means low-variance groups are up-weighted "
+                    "(what std normalisation does, per Dr. GRPO); means over steps and finished seeds."))
+    out.append(table(g, {
+        "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"],
+        "group std q10 / q50 / q90": lambda r: " / ".join(num(r[k], ".3f") for k in ("group_std_q10", "group_std_q50",
+                                                                                  "group_std_q90")),
+        "weight on low-std": lambda r: num(r["low_std_weight"], ".3f"),
+        "low-std groups": lambda r: num(r["low_std_groups"], ".3f")}))
     return out
 
 
@@ -452,6 +498,10 @@ def build_tables(ctx: Context) -> None:
     ctx.tables["sigmoid_fits"] = T.sigmoid_fits(s, d)
     ctx.tables["length_bias"] = T.length_bias(s, d)
     ctx.tables["clipping"] = T.clipping(s, d)
+    for name, metrics in (("off_policy", T.OFF_POLICY_METRICS), ("group_weights", T.GROUP_METRICS)):
+        frame = T.step_summary(s, d, metrics)
+        if frame is not None:
+            ctx.tables[name] = frame
     ctx.tables["recipe_diffs"] = T.recipe_diffs(s)
     lmax = max_new_tokens(s, d, ctx.cells[0])
     lens = finished(d.steps).filter(pl.col("cell") == ctx.cells[0])["len/mean"].drop_nans().drop_nulls()
@@ -459,7 +509,9 @@ def build_tables(ctx: Context) -> None:
     ctx.tables["grad_weights"] = T.grad_weights(s, lmax, ref_len, list(range(1, lmax + 1)))
     ctx.grad_ref = (ref_len, lmax)
     ctx.curves = T.curve_frame(d, ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high",
-                                   "policy/entropy"])
+                                   "policy/entropy"] + [m for m in ("policy/ratio_dev_frac", "policy/log_ratio_abs_mean")
+                                                        if m in d.steps.columns])
 
 
-SECTIONS = (summary, leaderboard, power, accuracy, length, kl, clipping, entropy, recipes, tuning, problems, manifest)
+SECTIONS = (summary, leaderboard, power, accuracy, length, kl, clipping, entropy, group_weights, recipes, tuning, problems,
+            manifest)

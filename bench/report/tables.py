@@ -298,6 +298,32 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
                                       "note": pl.String})
 
 
+OFF_POLICY_METRICS = {"ratio_dev_frac": "policy/ratio_dev_frac", "log_ratio_abs": "policy/log_ratio_abs_mean",
+                      "ratio_max": "policy/ratio_max", "seq_ratio_max": "policy/seq_ratio_max", "lag": "rollout/lag"}
+GROUP_METRICS = {"group_std_q10": "adv/group_std_q10", "group_std_q50": "adv/group_std_q50",
+                 "group_std_q90": "adv/group_std_q90", "low_std_weight": "adv/low_std_weight_frac",
+                 "low_std_groups": "adv/low_std_group_frac"}
+
+
+def step_summary(suite: Suite, data: Data, metrics: dict[str, str]) -> pl.DataFrame | None:
+    """Per cell and recipe: the mean over finished runs' binned steps of each metric (the max for
+    `*_max` metrics); None when the runs did not log them (recorded before the engine did)."""
+    st = finished(data.steps)
+    if not all(m in st.columns for m in metrics.values()) or st.select(
+            pl.any_horizontal(pl.col(m).is_not_null() for m in metrics.values()).any()).item() is not True:
+        return None
+    rows = []
+    for cell in [c.name for c in suite.cells]:
+        for recipe in suite.recipes:
+            g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
+            row = {"cell": cell, "recipe": recipe}
+            for k, m in metrics.items():
+                v = g[m].drop_nulls().to_numpy() if g.height else []
+                row[k] = (float(v.max()) if len(v) else math.nan) if m.endswith("_max") else stats.mean(v)
+            rows.append(row)
+    return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, **{k: pl.Float64 for k in metrics}})
+
+
 def recipe_diffs(suite: Suite) -> pl.DataFrame:
     """Each recipe's parts (suite overrides applied) as field-by-field differences from the baseline's.
 

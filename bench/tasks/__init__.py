@@ -29,7 +29,7 @@ from .answer import MARKER, extract_answer, parse_int
 from .base import Example, GeneratedTask, Task, TaskConfig
 from .registry import difficulties, get, names, register, task_class
 
-from . import addition, chain_sum, countdown, gsm8k  # noqa: E402,F401  (each registers itself)
+from . import addition, chain_sum, countdown, gsm8k, verbose_addition  # noqa: E402,F401  (each registers itself)
 
 __all__ = ["MARKER", "Example", "GeneratedTask", "Task", "TaskConfig", "difficulties",
            "extract_answer", "get", "names", "parse_int", "register", "task_class"]

@@ -12,7 +12,8 @@ from bench.report import data as report_data
 from bench.report import tables
 
 SECTIONS = ["Summary", "Leaderboard", "Power: what this suite can decide", "Accuracy against compute", "Sigmoid fit (ScaleRL)", "Length bias",
-            "Aggregation: gradient weight by length", "KL to the reference", "Clipping", "Entropy",
+            "Aggregation: gradient weight by length", "KL to the reference", "Clipping and off-policy", "Ratio telemetry", "Entropy",
+            "Group reward spread and gradient weight",
             "Recipes as diffs from grpo", "Failed, diverged and missing runs", "Manifest"]
 FIGURES = ["leaderboard.png", "accuracy.png", "length_addition_nano.png", "length_bias.png", "grad_weights.png",
            "kl.png", "clipping.png", "entropy.png"]
@@ -161,3 +162,37 @@ def test_cli(tiny, tmp_path, capsys):
     assert len(err) == 1 and "unknown suite 'no-such-suite'; valid:" in err[0] and "math-small" in err[0]
     assert main(["report", str(s.path), "--results", str(root), "--out", str(tmp_path / "cli")]) == 0
     assert (tmp_path / "cli" / "index.html").is_file() and "report:" in capsys.readouterr().out
+
+
+def test_off_policy_and_group_sections_read_the_new_columns_when_logged(tiny, tmp_path):
+    """Runs recorded before the engine logged ratio telemetry and per-group weights say so; runs
+    that log them get a table (max for *_max columns, means otherwise) and a figure."""
+    import shutil
+
+    s, root, ids = tiny
+    md = (report.build(s, root, tmp_path / "old") / "report.md").read_text()
+    assert "is not logged in these runs" in md and "are not logged in these runs" in md
+    logged = tmp_path / "results"
+    shutil.copytree(root, logged)
+    for label, rid in ids.items():
+        path = logged / "runs" / rid / "steps.parquet"
+        if not path.is_file():
+            continue
+        st = pl.read_parquet(path)
+        lag = 2.0 if label.startswith("dapo") else 0.0
+        st = st.with_columns(pl.lit(0.1 if lag else 0.0).alias("policy/ratio_dev_frac"),
+                             pl.lit(0.05).alias("policy/log_ratio_abs_mean"),
+                             (1.0 + pl.col("step") / 10).alias("policy/ratio_max"),
+                             pl.lit(1.5).alias("policy/seq_ratio_max"), pl.lit(lag).alias("rollout/lag"),
+                             pl.lit(0.2).alias("adv/group_std_q10"), pl.lit(0.4).alias("adv/group_std_q50"),
+                             pl.lit(0.5).alias("adv/group_std_q90"), pl.lit(0.3).alias("adv/low_std_weight_frac"),
+                             pl.lit(0.45).alias("adv/low_std_group_frac"))
+        st.write_parquet(path)
+    out = report.build(s, logged, tmp_path / "new")
+    off = {r["recipe"]: r for r in rows(out / "off_policy.csv")}
+    assert off["dapo"]["lag"] == "2" and off["grpo"]["lag"] == "0" and off["dapo"]["ratio_dev_frac"] == "0.1"
+    assert off["grpo"]["ratio_max"] == "3"  # step 20 of 20: 1 + 20/10, the largest over the run
+    group = {r["recipe"]: r for r in rows(out / "group_weights.csv")}
+    assert (group["grpo"]["low_std_weight"], group["grpo"]["low_std_groups"]) == ("0.3", "0.45")
+    md = (out / "report.md").read_text()
+    assert "not logged in these runs" not in md and "](figures/off_policy.png)" in md
