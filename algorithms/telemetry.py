@@ -9,12 +9,16 @@ Off-policy stats (from `Recipe.loss`, per micro-batch; merged by algorithms.stat
     policy/seq_ratio_max      its max
 On-policy with one update (logp_old = logp) these are exactly 0, 0, 1, 1.
 
-Group stats (from the engine, once per step over the batch it trains on):
-    adv/group_std_q10|q50|q90 quantiles over prompt groups of the group's reward std (Bessel, as
-                              GroupNorm divides by)
-    adv/low_std_weight_frac   share of the batch's gradient weight Σ_i w_i Σ_t m_{i,t} |A_{i,t}| that
-                              falls on groups whose reward std is below the median group std
-                              (w_i: the aggregation weights over the whole batch)
+Group stats (from the engine, once per step over the batch it trains on), over the groups whose
+reward std is nonzero (the all-equal ones are adv/zero_std_group_frac; group baselines give them no
+gradient, and counting them would put the median at 0 whenever most groups tie):
+    adv/group_std_q10|q50|q90 quantiles of the group's reward std (Bessel, as GroupNorm divides by)
+    adv/low_std_weight_frac   share of the batch's gradient weight Σ_i w_i Σ_t m_{i,t} |A_{i,t}| (all
+                              groups; w_i the aggregation weights over the whole batch) that falls on
+                              groups whose std is below the median: above adv/low_std_group_frac, low-
+                              variance groups are up-weighted (std normalisation, per Dr. GRPO)
+    adv/low_std_group_frac    share of those groups below the median
+NaN when no group has a nonzero std (or, for the weight share, when every advantage is 0).
 """
 
 from __future__ import annotations
@@ -52,12 +56,18 @@ def group_weight_stats(batch: Rollouts, adv: Tensor, weights: Tensor) -> Stats:
     adv (B, T) the advantages the update uses; weights (B,) aggregation weights over `batch`.
     """
     idx, G = group_index(batch.group)
-    _, std_row, _, _ = group_stats(batch.rewards.to(torch.float64), batch.group)
+    _, std_row, _, flat_row = group_stats(batch.rewards.to(torch.float64), batch.group)
     std = torch.zeros(G, dtype=torch.float64, device=std_row.device).index_copy(0, idx, std_row)  # one per group
-    q = torch.quantile(std, torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64, device=std.device))
+    spread = torch.zeros(G, dtype=torch.bool, device=std.device).index_copy(0, idx, ~flat_row)
+    nan = torch.tensor(torch.nan, dtype=torch.float64, device=std.device)
+    if not spread.any():
+        return {k: nan for k in ("adv/group_std_q10", "adv/group_std_q50", "adv/group_std_q90",
+                                 "adv/low_std_weight_frac", "adv/low_std_group_frac")}
+    q = torch.quantile(std[spread], torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64, device=std.device))
     per_row = torch.where(batch.mask.bool(), adv.detach().abs().to(torch.float64), 0.0).sum(-1) * weights.to(torch.float64)
     total = per_row.sum()
-    low = std_row < q[1]
-    frac = torch.where(total > 0, per_row[low].sum() / total.clamp_min(1e-30), torch.full_like(total, torch.nan))
+    low_row = ~flat_row & (std_row < q[1])
+    frac = torch.where(total > 0, per_row[low_row].sum() / total.clamp_min(1e-30), nan)
     return {"adv/group_std_q10": q[0], "adv/group_std_q50": q[1], "adv/group_std_q90": q[2],
-            "adv/low_std_weight_frac": frac}
+            "adv/low_std_weight_frac": frac,
+            "adv/low_std_group_frac": (spread & (std < q[1])).sum().to(torch.float64) / spread.sum()}

@@ -42,11 +42,12 @@ import polars as pl
 #                                share of tokens with |ρ − 1| > 0.2, mean |log ρ|, mean and max of the
 #                                sequence ratio exp(mean_t log ρ); exactly 0, 0, 1, 1 on-policy with one
 #                                update. Means over the step's updates, except the max
-#   adv/group_std_q10|q50|q90, adv/low_std_weight_frac   every step with an update: quantiles of the
-#                                per-group reward std over the trained batch's groups, and the share of
-#                                its gradient weight Σ w_i Σ_t |A| on groups below the median std
-#                                (NaN when every advantage is 0). Runs before these columns existed
-#                                read them as null (scan's diagonal_relaxed concat)
+#   adv/group_std_q10|q50|q90, adv/low_std_weight_frac, adv/low_std_group_frac   every step with an
+#                                update (algorithms/telemetry.py): quantiles of the reward std of the
+#                                trained batch's groups with a nonzero std, the share of the batch's
+#                                gradient weight Σ w_i Σ_t |A| on those below the median std, and their
+#                                share of those groups (NaN when no group has a spread). Runs from before
+#                                these columns existed read them as null (scan's diagonal_relaxed concat)
 STEP_METRICS = [
     "reward/mean", "reward/std", "acc/train",
     "len/mean", "len/correct", "len/incorrect", "len/truncated_frac",
@@ -57,7 +58,7 @@ STEP_METRICS = [
     "grad/norm", "loss/policy", "loss/kl", "loss/value", "loss/nll", "critic/explained_var",
     "rollout/logp_mismatch", "rollout/lag",
     "policy/ratio_dev_frac", "policy/log_ratio_abs_mean", "policy/seq_ratio_mean", "policy/seq_ratio_max",
-    "adv/group_std_q10", "adv/group_std_q50", "adv/group_std_q90", "adv/low_std_weight_frac",
+    "adv/group_std_q10", "adv/group_std_q50", "adv/group_std_q90", "adv/low_std_weight_frac", "adv/low_std_group_frac",
     "compute/flops", "compute/gen_tokens", "compute/train_tokens",
     "time/rollout_s", "time/reference_s", "time/train_s", "time/step_s", "lr",
 ]

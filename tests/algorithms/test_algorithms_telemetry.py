@@ -41,25 +41,25 @@ def test_sequence_means_merge_by_sequences_and_every_recipe_logs_them():
 
 
 def test_group_weight_stats_by_hand():
-    # three groups of two, one token each: stds (Bessel) 0, 0.7071 and 1.4142; |A| 0, 1, 2 per row
-    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 2.0], dtype=torch.float64)
-    group = torch.tensor([0, 0, 1, 1, 2, 2])
-    mask = torch.ones(6, 1, dtype=torch.float64)
-    batch = algorithms.Rollouts(rewards=rewards, group=group, mask=mask, logp_old=torch.zeros(6, 1, dtype=torch.float64),
+    # four groups of two, one token each: reward std (Bessel) 0 (tied), 0.7071, 1.4142, 2.1213
+    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 2.0, 0.0, 3.0], dtype=torch.float64)
+    group = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    mask = torch.ones(8, 1, dtype=torch.float64)
+    batch = algorithms.Rollouts(rewards=rewards, group=group, mask=mask, logp_old=torch.zeros(8, 1, dtype=torch.float64),
                                 max_new_tokens=4)
-    adv = torch.tensor([[0.0], [0.0], [-1.0], [1.0], [-2.0], [2.0]], dtype=torch.float64)
-    w = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.5, 0.5], dtype=torch.float64)
+    adv = torch.tensor([[0.5], [0.5], [-1.0], [1.0], [-2.0], [2.0], [-1.0], [1.0]], dtype=torch.float64)
+    w = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 1.0, 1.0], dtype=torch.float64)
     s = group_weight_stats(batch, adv, w)
-    stds = torch.tensor([0.0, math.sqrt(0.5), math.sqrt(2.0)], dtype=torch.float64)
+    stds = torch.tensor([math.sqrt(0.5), math.sqrt(2.0), math.sqrt(4.5)], dtype=torch.float64)  # the tied group is out
     for q, k in ((0.1, "adv/group_std_q10"), (0.5, "adv/group_std_q50"), (0.9, "adv/group_std_q90")):
         assert s[k].item() == pytest.approx(torch.quantile(stds, q).item())
-    assert s["adv/group_std_q50"].item() == pytest.approx(math.sqrt(0.5))
-    # weight: group 0 → 0, group 1 → 1 + 1 = 2, group 2 → 0.5·2 + 0.5·2 = 2; below the median std: group 0 only
-    assert s["adv/low_std_weight_frac"].item() == 0.0
-    adv2 = adv.clone()
-    adv2[0, 0] = 2.0  # group 0 now carries 2 of 6
-    assert group_weight_stats(batch, adv2, w)["adv/low_std_weight_frac"].item() == pytest.approx(2 / 6)
+    assert s["adv/group_std_q50"].item() == pytest.approx(math.sqrt(2.0))
+    # weight per group: tied 0.5 + 0.5 = 1, g1 1 + 1 = 2, g2 0.5·2 + 0.5·2 = 2, g3 1 + 1 = 2; below the median: g1
+    assert s["adv/low_std_weight_frac"].item() == pytest.approx(2 / 7)
+    assert s["adv/low_std_group_frac"].item() == pytest.approx(1 / 3)
     assert math.isnan(group_weight_stats(batch, torch.zeros_like(adv), w)["adv/low_std_weight_frac"].item())
+    tied = batch.replace(rewards=torch.ones(8, dtype=torch.float64))
+    assert all(math.isnan(v.item()) for v in group_weight_stats(tied, adv, w).values())
 
 
 def test_rollouts_cat_pads_token_fields_and_keeps_rows_in_order():
