@@ -26,6 +26,7 @@ from .registry import UnknownRecipeError, get, names
 from .rollouts import Rollouts
 from .serialize import from_json
 from .stats import merge_stats
+from .telemetry import group_weight_stats, off_policy_stats
 
 __all__ = [
     "AffineReward", "Advantage", "Aggregation", "BatchMean", "CISPO", "Critic", "DropZeroVariance",
@@ -33,5 +34,5 @@ __all__ = [
     "MaskTruncated", "Needs", "NoFilter", "Objective", "OverlongPenalty", "PARTS", "PPOClip",
     "Part", "RLOO", "Raw", "ReMax", "Recipe", "ReinforcePP", "ReinforcePPBaseline", "Rollouts",
     "Shaping", "TOPR", "UnknownRecipeError", "Updates", "aggregate", "explained_variance",
-    "from_json", "get", "kl_estimate", "merge_stats", "names",
+    "from_json", "get", "group_weight_stats", "kl_estimate", "merge_stats", "names", "off_policy_stats",
 ]

@@ -30,6 +30,7 @@ from .objectives import Objective, Stats, token_mean
 from .parts import Part, fail, nonnegative, part
 from .rollouts import Rollouts
 from .serialize import flatten, short_hash, to_dict, to_json
+from .telemetry import off_policy_stats
 
 
 @part("updates")
@@ -170,6 +171,7 @@ class Recipe(Part):
         w = self.loss_weights(batch) if weights is None else weights
         check_shape("weights", w, batch.mask.shape[:1])
         tok, stats = self.objective.per_token(logp, batch.logp_old, adv.detach(), batch.mask)
+        stats.update(off_policy_stats(logp, batch.logp_old, batch.mask))  # every objective, same meaning
         total = aggregate(tok, m, w)
         stats["loss/policy"] = total.detach()
 

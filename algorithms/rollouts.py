@@ -86,6 +86,33 @@ class Rollouts:
                    if getattr(self, name) is not None}
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def cat(cls, parts: list[Rollouts]) -> Rollouts:
+        """The rows of every part, in order: (B, T) fields right-padded with 0 to the widest T (0 on
+        the mask, so padding stays padding). Parts must agree on max_new_tokens and on which
+        optional fields they carry."""
+        if not parts:
+            raise ValueError("Rollouts.cat: needs at least one part")
+        first = parts[0]
+        for p in parts[1:]:
+            if p.max_new_tokens != first.max_new_tokens:
+                raise ValueError(f"Rollouts.cat: max_new_tokens differ ({first.max_new_tokens} vs {p.max_new_tokens})")
+            for name in ROW_FIELDS + TOKEN_FIELDS:
+                if (getattr(p, name) is None) != (getattr(first, name) is None):
+                    raise ValueError(f"Rollouts.cat: field {name!r} is set in some parts and None in others")
+        width = max(p.mask.shape[1] for p in parts)
+        pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=0)  # noqa: E731
+        fields = {name: torch.cat([getattr(p, name) for p in parts]) for name in ROW_FIELDS
+                  if getattr(first, name) is not None}
+        fields |= {name: torch.cat([pad(getattr(p, name)) for p in parts]) for name in TOKEN_FIELDS
+                   if getattr(first, name) is not None}
+        return cls(max_new_tokens=first.max_new_tokens, **fields)
+
+    def trim(self, width: int) -> Rollouts:
+        """The first `width` token columns of every (B, T) field (drop padding no row uses)."""
+        return dataclasses.replace(self, **{name: getattr(self, name)[:, :width] for name in TOKEN_FIELDS
+                                            if getattr(self, name) is not None})
+
     def replace(self, **changes) -> Rollouts:
         return dataclasses.replace(self, **changes)
 

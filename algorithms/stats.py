@@ -7,7 +7,8 @@ token). The rule, implemented by `merge_stats`:
 - `tokens`, `sequences` and `loss/*` add up (micro-batch losses carry full-batch weights, so their
   sum is the full-batch loss);
 - `*_max` take the max, `*_min` the min;
-- `*_seq` (policy/clip_frac_seq) are means over sequences: weighted by `sequences`;
+- `*_seq` (policy/clip_frac_seq) and `policy/seq_*` (policy/seq_ratio_mean) are means over
+  sequences: weighted by `sequences`;
 - everything else (clip fractions, ratio mean, entropy, kl/k1, kl/k3) is a mean over valid
   tokens: weighted by `tokens`.
 """
@@ -28,7 +29,7 @@ def rule(key: str) -> str:
         return "max"
     if key.endswith("_min"):
         return "min"
-    if key.endswith("_seq"):
+    if key.endswith("_seq") or key.startswith("policy/seq_"):
         return "seq"
     return "token"
 

@@ -138,6 +138,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _run_locked(args: argparse.Namespace, cfg, root: Path) -> int:
     from bench import results
+    from bench.config import Regime
     from bench.engine.trainer import Trainer
     from bench.harness.locks import remove_temp, run_lock
 
@@ -157,7 +158,8 @@ def _run_locked(args: argparse.Namespace, cfg, root: Path) -> int:
             print(f"run {cfg.run_id}: {results.check_record(results.run_dir(root, cfg.run_id))}; moved the corrupt "
                   f"record to {results.quarantine(root, cfg.run_id)}", file=sys.stderr)
         remove_temp(root, cfg.run_id)
-        print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}")
+        print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}, "
+              f"regime {Regime.of(cfg).describe()}")
         trainer = Trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
                           save_checkpoint=args.save_checkpoint)
         try:

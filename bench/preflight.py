@@ -67,8 +67,6 @@ def check_run(cfg: RunConfig) -> None:
     check_task(cfg.task, cfg.task_params)
     check_scale(cfg.scale)
     check_device(cfg.device)
-    if cfg.rollout.lag:  # TODO(issue 12): the off-policy engine reads rollout.lag; until it lands, refuse it
-        raise ValueError(f"rollout.lag = {cfg.rollout.lag}: this engine samples on-policy only (lag 0)")
     if cfg.rollout.backend == "vllm":  # one line saying how to install it
         from bench.engine.vllm_backend import check_installed
 

@@ -37,6 +37,20 @@ import polars as pl
 #                                these are NaN there and filter/kept_frac is 0.
 #   rollout/logp_mismatch        NaN unless rollout = vllm: mean |logp_vllm - logp_train| over the
 #                                generated tokens trained on (the trainer recomputes logp_old)
+#   rollout/lag                  every step: policy versions between the weights that sampled the
+#                                batch and the weights its first update starts from (rollout.lag; less
+#                                in the first lag steps, which sample the warm start)
+#   policy/ratio_dev_frac, policy/log_ratio_abs_mean, policy/seq_ratio_mean, policy/seq_ratio_max
+#                                every step with an update, every recipe (algorithms/telemetry.py):
+#                                share of tokens with |ρ − 1| > 0.2, mean |log ρ|, mean and max of the
+#                                sequence ratio exp(mean_t log ρ); exactly 0, 0, 1, 1 on-policy with one
+#                                update. Means over the step's updates, except the max
+#   adv/group_std_q10|q50|q90, adv/low_std_weight_frac, adv/low_std_group_frac   every step with an
+#                                update (algorithms/telemetry.py): quantiles of the reward std of the
+#                                trained batch's groups with a nonzero std, the share of the batch's
+#                                gradient weight Σ w_i Σ_t |A| on those below the median std, and their
+#                                share of those groups (NaN when no group has a spread). Runs from before
+#                                these columns existed read them as null (scan's diagonal_relaxed concat)
 STEP_METRICS = [
     "reward/mean", "reward/std", "acc/train",
     "reward/correct", "reward/format", "reward/length", "reward/overlong",  # bench/rewards.py
@@ -46,7 +60,9 @@ STEP_METRICS = [
     "policy/clip_frac_low", "policy/clip_frac_high", "policy/clip_frac_seq", "policy/weight_capped_frac",
     "policy/ratio_mean", "policy/ratio_min", "policy/ratio_max", "policy/entropy",
     "grad/norm", "loss/policy", "loss/kl", "loss/value", "loss/nll", "critic/explained_var",
-    "rollout/logp_mismatch",
+    "rollout/logp_mismatch", "rollout/lag",
+    "policy/ratio_dev_frac", "policy/log_ratio_abs_mean", "policy/seq_ratio_mean", "policy/seq_ratio_max",
+    "adv/group_std_q10", "adv/group_std_q50", "adv/group_std_q90", "adv/low_std_weight_frac", "adv/low_std_group_frac",
     "compute/flops", "compute/gen_tokens", "compute/train_tokens",
     "time/rollout_s", "time/reference_s", "time/train_s", "time/step_s", "lr",
 ]

@@ -12,7 +12,7 @@ fp32, eager, as the trainer uses it), so both sides share one thread budget: tor
 to --threads before vLLM starts (vLLM's CPU worker then blocks changes), and OMP_NUM_THREADS
 should equal it (vLLM's CPU kernels use OpenMP; `make bench-vllm` sets 1). The first vLLM
 generate is a warm-up (~3 s) and is not timed; every figure is the median of --repeats runs, the
-two sides alternating so that drifting load hits both. Weight push time (`update_weights`, done
+two sides alternating so that drifting load hits both. Weight push time (`sync`, done
 after every optimizer step) is printed too.
 
     OMP_NUM_THREADS=1 .venv-vllm/bin/python benchmarks/vllm_speed.py --scales nano,micro
@@ -76,7 +76,7 @@ def main() -> None:
         push = []
         for _ in range(3):
             t0 = time.perf_counter()
-            fast.update_weights(policy.model)
+            fast.sync(policy.model)
             push.append(time.perf_counter() - t0)
         tps = {s: statistics.median(n / t for n, t in zip(tokens[s], times[s])) for s in times}
         print(f"{name:8s} {models.n_params(policy.model) / 1e6:7.2f}M {tps['native']:13.0f} {tps['vllm']:11.0f} "

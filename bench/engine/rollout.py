@@ -1,18 +1,24 @@
 """Rollout backends: turn prompts into completions with per-token log-probs.
 
-A backend is anything with `generate(prompts, params) -> Generation`; the training step only sees
-`Generation`, so a vLLM backend slots in beside `NativeBackend` without touching the step.
+A backend implements `RolloutBackend`: `generate(prompts, params) -> Generation` samples from the
+weights it was last given by `sync(model)`, and `behaviour_logprobs(batch, ...)` says which
+log-probs the update uses as logp_old. The training step sees only these three calls, so a vLLM
+backend (or a producer on another worker) slots in beside `NativeBackend` without touching it.
+`make_backend` builds one by name.
 """
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from transformers import DynamicCache
 
 from bench.engine.fused import FusedLM, full_mask, unsupported
+if TYPE_CHECKING:
+    from bench.engine.policy import Policy
+    from bench.engine.records import Batch
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,25 @@ class Generation:
         return self.mask.sum(-1).long()
 
 
+@dataclass(frozen=True)
+class BehaviourLogprobs:
+    """logp (B, T): the behaviour policy's log-probs the update uses as logp_old; recomputed: a
+    forward pass produced them (the trainer charges it to the ledger and logs the gap to the
+    sampler's own numbers), else they are the sampler's, free."""
+
+    logp: torch.Tensor
+    recomputed: bool
+
+
 class RolloutBackend(Protocol):
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> Generation: ...
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> Generation:
+        """Completions sampled from the weights of the last `sync` (the behaviour policy)."""
+
+    def sync(self, model: torch.nn.Module) -> None:
+        """Sample from `model`'s weights from now on (called after every step, and once at set-up)."""
+
+    def behaviour_logprobs(self, batch: Batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
+        """logp_old for the update on `batch`, whose Rollouts.logp_old hold the sampler's log-probs."""
 
 
 def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,6 +144,16 @@ class NativeBackend:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
         self.sync_every = sync_every
         self.drop_finished = drop_finished  # None: drop on the CPU, keep on an accelerator
+
+    def sync(self, model: torch.nn.Module) -> None:
+        """Sample from `model` itself (a reference, not a copy: at lag 0 the live policy)."""
+        self.model = model
+
+    def behaviour_logprobs(self, batch: Batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
+        """The sampler's log-probs: the behaviour weights computed them while decoding, in the same
+        precision as the trainer's forward (fp32: they match a full recomputation to ~1e-6, see
+        tests/engine/test_offpolicy.py), so a second forward would only cost FLOPs."""
+        return BehaviourLogprobs(batch.rollouts.logp_old, recomputed=False)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> Generation:
@@ -271,3 +304,17 @@ class NativeBackend:
             out = model(input_ids=tok[:, None], attention_mask=att, position_ids=next_pos, use_cache=True, **{kw: cache})
             next_pos = next_pos + 1
         return Generation(tokens=tokens[:, :width], mask=mask[:, :width], logp=logp[:, :width], truncated=~ended)
+
+
+BACKENDS = ("native", "vllm")
+
+
+def make_backend(name: str, policy: Policy, seed: int = 0, device: str = "cpu") -> RolloutBackend:
+    """The rollout backend called `name`, sampling from `policy` until its first `sync`."""
+    if name == "native":
+        return NativeBackend(policy.model, policy.pad_id, policy.eos_id)
+    if name == "vllm":  # imported lazily: vLLM lives in its own venv
+        from bench.engine.vllm_backend import VLLMBackend
+
+        return VLLMBackend(policy, seed=seed, device=device)
+    raise ValueError(f"rollout backend {name!r} is not available; valid: {', '.join(BACKENDS)}")

