@@ -335,12 +335,13 @@ def kl(ctx: Context) -> list:
 
 def clipping(ctx: Context) -> list:
     clip = ctx.tables["clipping"]
-    one = clip.filter(pl.col("updates_per_batch") == 1)["recipe"].unique(maintain_order=True).to_list()
-    many = clip.filter(pl.col("updates_per_batch") > 1)["recipe"].unique(maintain_order=True).to_list()
+    zero = pl.col("note").str.starts_with("zero by construction")
+    one = clip.filter(zero)["recipe"].unique(maintain_order=True).to_list()
+    many = clip.filter(~zero)["recipe"].unique(maintain_order=True).to_list()
     out = [Heading(2, "Clipping and off-policy")]
     if one:
-        out.append(Para(f"Zero by construction: {', '.join(one)} make one optimizer update per rollout batch, so the "
-                        "ratio π/π_old is exactly 1 at the update and no clip can bind (ALGORITHMS.md, convention 8). "
+        out.append(Para(f"Zero by construction: {', '.join(one)} make one optimizer update per rollout batch on fresh "
+                        "rollouts (lag 0), so the ratio π/π_old is exactly 1 at the update and no clip can bind (ALGORITHMS.md, convention 8). "
                         "Their clip fractions below are 0 because of this, not because the clip range is wide enough."))
     out.append(table(clip, {
         "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "objective": lambda r: r["objective"],
@@ -352,10 +353,10 @@ def clipping(ctx: Context) -> list:
             ctx.curves, {"policy/clip_frac_low": "clip fraction low", "policy/clip_frac_high": "clip fraction high"},
             ctx.cells, ctx.budgets, ctx.colors, ctx.xlabels, recipes=many),
             f"Clip fractions (low: A<0 and ratio below 1−ε; high: A>0 and ratio above 1+ε) for the recipes with "
-            f"several updates per batch ({', '.join(many)})."))
+            f"several updates per batch or stale rollouts ({', '.join(many)})."))
     else:
-        out.append(Para("No recipe in this suite makes more than one update per batch, so there is no clip-fraction "
-                        "curve to draw."))
+        out.append(Para("Every recipe in this suite makes one update per batch on fresh rollouts, so there is no "
+                        "clip-fraction curve to draw."))
     out += off_policy(ctx)
     return out
 

@@ -279,19 +279,22 @@ CLIP_METRICS = {"clip_low": "policy/clip_frac_low", "clip_high": "policy/clip_fr
 def clipping(suite: Suite, data: Data) -> pl.DataFrame:
     """Per cell and recipe: optimizer updates per batch and mean clip fractions over finished runs' steps.
 
-    note: `zero by construction` with one update per batch (ρ ≡ 1, ALGORITHMS.md convention 8)."""
+    note: `zero by construction` with one update per batch on fresh rollouts (lag 0: ρ ≡ 1, ALGORITHMS.md
+    convention 8); with a rollout lag the sampler is older than the update and ρ ≠ 1 even then."""
     st = finished(data.steps)
     rows = []
     for cell in [c.name for c in suite.cells]:
         for recipe in suite.recipes:
-            r = suite.run_config(next(c for c in suite.cells if c.name == cell), recipe, suite.seeds[0]).recipe
+            cfg = suite.run_config(next(c for c in suite.cells if c.name == cell), recipe, suite.seeds[0])
+            r, lag = cfg.recipe, cfg.rollout.lag
             g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
             row = {"cell": cell, "recipe": recipe, "objective": r.objective.tag,
                    "updates_per_batch": r.needs.updates_per_batch}
             for k, m in CLIP_METRICS.items():
                 row[k] = stats.mean(g[m].to_numpy()) if g.height else math.nan
-            row["note"] = ("zero by construction: one update per batch" if r.needs.updates_per_batch == 1
-                           else f"{r.needs.updates_per_batch} updates per batch")
+            n = r.needs.updates_per_batch
+            row["note"] = ("zero by construction: one update per batch" if n == 1 and lag == 0
+                           else f"{n} update{'s' if n > 1 else ''} per batch" + (f", rollout lag {lag}" if lag else ""))
             rows.append(row)
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "objective": pl.String,
                                       "updates_per_batch": pl.Int64, **{k: pl.Float64 for k in CLIP_METRICS},
