@@ -34,7 +34,7 @@ SMALL = ["--set", "train.prompts_per_step=4", "--set", "train.group_size=4", "--
 def trainer(bench_cache, tmp_path_factory):
     cfg = RunConfig(recipe=algorithms.get("grpo"), task="addition", task_params={"difficulty": "easy"}, scale="nano",
                     budget=Budget.parse("3steps"), train=TrainConfig(prompts_per_step=8, group_size=4, lr=1e-3),
-                    eval=EvalSchedule(every=1.0, n_examples=8, k=0), warmstart=WS, rollout=RolloutConfig("vllm"), threads=1)
+                    eval=EvalSchedule(every=1.0, n_examples=8, k=0), warmstart=WS, rollout=RolloutConfig(backend="vllm"), threads=1)
     t = Trainer(cfg, root=tmp_path_factory.mktemp("results"))
     t._setup()
     t._step = 0
