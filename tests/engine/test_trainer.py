@@ -15,7 +15,7 @@ from bench.engine.ledger import ModelShape
 from bench.engine.trainer import Trainer
 from bench.warmstart import WarmStartConfig
 
-WS = WarmStartConfig(steps=150, eval_examples=20)
+WS = WarmStartConfig(steps=300, eval_examples=20)
 TASK_PARAMS = {"difficulty": "easy"}
 
 

@@ -205,3 +205,22 @@ def test_marks_keep_their_false_positive_rate_under_the_null(n_seeds):
         old = np.mean([not (lo <= 0.5 <= hi) for lo, hi in
                        (stats.prob_improvement_ci(c[1], c[0], n_boot=200) for c in single[:600])])
         assert old > 0.10, old
+
+
+@pytest.mark.parametrize("n_seeds", [3, 10])
+def test_equivalence_verdict_keeps_its_false_positive_rate_at_the_margin(n_seeds):
+    """The report's other verdict, *equivalent* (TOST at α = 0.05), is a false positive when the
+    true difference is as large as the margin: simulated at the margin (the least favourable null)
+    on binomial accuracies with a shared per-seed level, it fires in at most 5% of cells."""
+    sims, margin = 3000, 0.02
+    rng = np.random.default_rng(7 + n_seeds)
+    level = 0.55 + rng.normal(0, 0.02, size=(sims, 1, n_seeds))
+    run = rng.normal(0, 0.01, size=(sims, 2, n_seeds))
+    p = np.clip(level + run + np.array([0.0, margin])[None, :, None], 0, 1)
+    acc = rng.binomial(2000, p) / 2000  # large n: the scoring noise does not blur the true gap
+    rate = np.mean([stats.equivalent(c[1], c[0], margin) for c in acc])
+    assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sims), rate
+    # and it has power where it should: no true gap, a tight spread, 10 seeds
+    if n_seeds == 10:
+        same = np.clip(level + rng.normal(0, 0.004, size=(sims, 2, n_seeds)), 0, 1)
+        assert np.mean([stats.equivalent(c[1], c[0], margin) for c in same[:500]]) > 0.5
