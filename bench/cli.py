@@ -41,6 +41,14 @@ def _add_results(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", default=None, help="results directory (default: $BENCH_RESULTS or ./results)")
 
 
+def _add_live(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint-every", type=_int_at_least(1), default=None, metavar="N",
+                        help="save a resume checkpoint every N steps in RESULTS/live/RUN_ID/ (deleted when the run's "
+                             "record is written; not hashed: run ids and results do not change)")
+    parser.add_argument("--report-to", default="none", metavar="TRACKER",
+                        help="live tracker: none (default) or tensorboard (logs in RESULTS/tensorboard/)")
+
+
 def _root(args: argparse.Namespace) -> Path:
     """The results directory: --results, else $BENCH_RESULTS, else ./results."""
     from bench import results
@@ -124,6 +132,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.set:
         cfg = cfg.with_overrides(args.set)
     preflight.check_run(cfg)
+    from bench.engine import trackers
+
+    trackers.check(args.report_to)  # an unknown tracker or a missing package: before any work
     root = _root(args)
     preflight.check_writable(root, "results directory")
     try:
@@ -131,14 +142,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except OSError as e:  # a results path that is a file, unwritable, on a full disk: before any training
         raise RunRefused(f"results directory {root}: {e.strerror or e} ({e.filename or root})") from None
     except KeyboardInterrupt:
-        print(f"\ninterrupted: nothing recorded for run {cfg.run_id}; rerun the same command to start it again",
-              file=sys.stderr)
+        from bench.engine import checkpoint
+
+        ck = checkpoint.info(root, cfg.run_id)
+        if ck:
+            print(f"\ninterrupted: run {cfg.run_id} has a checkpoint at step {ck['step']}; rerun the same command "
+                  "with --resume to continue from it", file=sys.stderr)
+        else:
+            print(f"\ninterrupted: nothing recorded for run {cfg.run_id}; rerun the same command to start it again",
+                  file=sys.stderr)
         return 130
 
 
 def _run_locked(args: argparse.Namespace, cfg, root: Path) -> int:
     from bench import results
     from bench.config import Regime
+    from bench.engine import checkpoint, trackers
     from bench.engine.trainer import Trainer
     from bench.harness.locks import remove_temp, run_lock
 
@@ -150,18 +169,34 @@ def _run_locked(args: argparse.Namespace, cfg, root: Path) -> int:
             meta = results.read_meta(results.run_dir(root, cfg.run_id))
             if not args.force and meta["status"] != "failed":
                 print(f"run {cfg.run_id} is already recorded ({meta['status']}) in {results.run_dir(root, cfg.run_id)}; "
-                      "skipped (--force trains it again and replaces the record)")
+                      f"skipped{', nothing to resume' if args.resume else ''} (--force trains it again and replaces "
+                      "the record)")
                 return 0
             print(f"run {cfg.run_id}: replacing its earlier `{meta['status']}` record"
                   + (" (--force)" if meta["status"] != "failed" else f": {meta.get('reason', '')}"), file=sys.stderr)
         elif results.has_record(root, cfg.run_id):
             print(f"run {cfg.run_id}: {results.check_record(results.run_dir(root, cfg.run_id))}; moved the corrupt "
                   f"record to {results.quarantine(root, cfg.run_id)}", file=sys.stderr)
+        every = args.checkpoint_every or 0
+        ck = checkpoint.info(root, cfg.run_id)
+        if args.resume:
+            problem = checkpoint.resume_problem(root, cfg)
+            if problem:
+                raise RunRefused(problem)
+            every = every or ck["checkpoint_every"]  # keep the interval it was started with
+        elif ck:
+            print(f"run {cfg.run_id}: starting over; its checkpoint at step {ck['step']} is discarded (--resume "
+                  "continues from it instead)", file=sys.stderr)
         remove_temp(root, cfg.run_id)
         print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}, "
-              f"regime {Regime.of(cfg).describe()}")
+              f"regime {Regime.of(cfg).describe()}"
+              + (f"; resuming from step {ck['step']}" if args.resume else ""))
+        live = results.live_dir(root, cfg.run_id)
+        print(f"live rows: {live}/steps.jsonl, evals.jsonl, samples.jsonl"
+              + (f"; a checkpoint every {every} step(s) in {live}" if every else ""))
         trainer = Trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
-                          save_checkpoint=args.save_checkpoint)
+                          save_checkpoint=args.save_checkpoint, callbacks=trackers.make(args.report_to),
+                          checkpoint_every=every, resume=args.resume)
         try:
             res = trainer.run()
         except Exception as e:  # noqa: BLE001  the trainer wrote a `failed` record with the traceback
@@ -219,6 +254,9 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         raise ValueError(f"--only {' '.join(args.only)} selects no run of suite {s.name}")
     device = check_device(args.device) if args.device else s.device
     preflight.check_runs([c.replace(device=device) for c in cfgs])
+    from bench.engine import trackers
+
+    trackers.check(args.report_to)
     if not args.dry_run:
         preflight.check_writable(root, "results directory")
         if not args.no_report:
@@ -234,7 +272,8 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         print_plan(s, cfgs, root, plan, calibrate_time=not args.no_calibrate)
         return 0
     try:
-        rc = runner.run_suite(s, cfgs, root, plan, retry_failed=args.retry_failed)
+        rc = runner.run_suite(s, cfgs, root, plan, retry_failed=args.retry_failed,
+                              options={"checkpoint_every": args.checkpoint_every or 0, "report_to": args.report_to})
     except KeyboardInterrupt:
         print("\ninterrupted: finished runs are kept; rerun the same command to resume", file=sys.stderr)
         return 130
@@ -396,6 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="train again even when the run is already recorded, replacing its record")
     run.add_argument("--rollout", choices=["native", "vllm"], default="native",
                      help="rollout backend: native (torch) or vllm (needs `make setup-vllm`, run from .venv-vllm)")
+    _add_live(run)
+    run.add_argument("--resume", action="store_true",
+                     help="continue the run from its last checkpoint (results/live/RUN_ID/), with the same settings; "
+                          "the tables equal an uninterrupted run's")
     run.set_defaults(func=_cmd_run)
 
     ev = sub.add_parser("eval", help="evaluate a run's checkpoint (or any checkpoint) with lm-eval",
@@ -447,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     su.add_argument("--retry-failed", action="store_true",
                     help="rerun runs whose record says `failed` (a crash; diverged runs are results and stay)")
     su.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    _add_live(su)
     su.add_argument("--tuned", action="store_true",
                     help="apply the tuned overrides that `bench tune` wrote (RESULTS/tuned/NAME.toml) on top of the "
                          "suite's own; tuned runs get their own ids and the tag tuned=true")

@@ -3,6 +3,13 @@
     results/runs/<run_id>/run.json        config, ids, versions, git commit, hardware, status
     results/runs/<run_id>/steps.parquet   one row per optimizer-step batch, STEP_COLUMNS
     results/runs/<run_id>/evals.parquet   one row per held-out evaluation, EVAL_COLUMNS
+    results/runs/<run_id>/samples.jsonl   a few greedy held-out completions per evaluation (to read)
+
+While a run trains, its rows stream to results/live/<run_id>/ (steps.jsonl, evals.jsonl,
+samples.jsonl: one JSON object a line, flushed as each happens; `tail -f` them), beside its
+resume checkpoint when checkpoints are on (checkpoint.pt, checkpoint.json; bench/engine/checkpoint.py).
+The live directory is not a record: readers never look at it, and it is deleted once the record
+is written (kept after a `failed` record, so `bench run --resume` can continue from its checkpoint).
 
 A run is assembled in results/.tmp/ and renamed into place, so a reader (or a rerun after a
 crash) sees a whole run or none. A record damaged afterwards (a truncated copy, a disk error) is
@@ -13,6 +20,7 @@ deleted and one bad file never blocks the others.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import shutil
@@ -82,6 +90,44 @@ def default_root() -> Path:
 
 def run_dir(root: Path, run_id: str) -> Path:
     return root / "runs" / run_id
+
+
+def live_dir(root: Path, run_id: str) -> Path:
+    """Where a run in progress streams its rows and keeps its resume checkpoint (not a record)."""
+    return Path(root) / "live" / run_id
+
+
+def remove_live(root: Path, run_id: str) -> None:
+    """Delete a run's live directory. Call while holding the run's lock."""
+    shutil.rmtree(live_dir(root, run_id), ignore_errors=True)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The rows of a streamed .jsonl file; a last line cut short by a kill is left out."""
+    rows = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except FileNotFoundError:
+        return rows
+    for line in lines:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+def json_line(row: dict) -> str:
+    """One row as a line of standard JSON: NaN and inf (a metric that does not apply) as null."""
+    return json.dumps({k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()},
+                      default=str) + "\n"
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    """Replace a .jsonl file atomically (temp file, then rename)."""
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    tmp.write_text("".join(map(json_line, rows)))
+    os.replace(tmp, path)
 
 
 RECORD_FILES = ("run.json", "steps.parquet", "evals.parquet")
@@ -180,8 +226,9 @@ def evals_frame(rows: list[dict]) -> pl.DataFrame:
 
 
 def write_run(root: Path, run_id: str, meta: dict, steps: list[dict], evals: list[dict],
-              checkpoint=None) -> Path:
-    """Write a run atomically. `checkpoint(dir)` may save a model into dir/checkpoint."""
+              checkpoint=None, samples: list[dict] | None = None) -> Path:
+    """Write a run atomically. `checkpoint(dir)` may save a model into dir/checkpoint; `samples`
+    (when given) become samples.jsonl."""
     final = run_dir(root, run_id)
     tmp = root / ".tmp" / f"{run_id}.{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -189,6 +236,8 @@ def write_run(root: Path, run_id: str, meta: dict, steps: list[dict], evals: lis
     try:
         steps_frame(steps).write_parquet(tmp / "steps.parquet")
         evals_frame(evals).write_parquet(tmp / "evals.parquet")
+        if samples is not None:
+            (tmp / "samples.jsonl").write_text("".join(map(json_line, samples)))
         if checkpoint is not None:
             checkpoint(tmp / "checkpoint")
         (tmp / "run.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))

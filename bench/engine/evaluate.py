@@ -9,6 +9,9 @@ from bench.engine.policy import Policy
 from bench.engine.rollout import NativeBackend, RolloutBackend, SamplingParams
 
 
+SAMPLES = 8  # greedy completions kept per evaluation when the caller asks (samples=[])
+
+
 def _nanmean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
@@ -22,11 +25,14 @@ def evaluate(
     max_new_tokens: int | None = None,
     seed: int = 0,
     backend: RolloutBackend | None = None,
+    samples: list | None = None,
 ) -> dict[str, float]:
     """Metrics named `eval/...` on `examples` (a task's held-out split).
 
     avg_k is the mean correctness of k samples per prompt (avg@k); pass_k is the share of prompts with at least
     one correct sample among k (n = k, so the unbiased estimator reduces to this).
+    samples: when a list, the first SAMPLES greedy completions are appended to it as dicts (prompt,
+    completion, answer, correct): the evaluation's own outputs, no extra generation.
     """
     backend = backend or NativeBackend(policy.model, policy.pad_id, policy.eos_id, chunk_size=cfg.batch_size)
     max_new = max_new_tokens or task.max_new_tokens
@@ -37,6 +43,9 @@ def evaluate(
     texts = policy.decode(g.tokens, g.mask)
     correct = [task.score(t, e) >= 1.0 for t, e in zip(texts, examples)]
     lengths = g.lengths.tolist()
+    if samples is not None:
+        samples.extend({"prompt": e.prompt, "completion": t, "answer": e.answer, "correct": bool(c)}
+                       for e, t, c in list(zip(examples, texts, correct))[:SAMPLES])
     out = {
         "eval/acc_greedy": _nanmean([float(c) for c in correct]),
         "eval/len_mean": _nanmean([float(n) for n in lengths]),

@@ -53,3 +53,17 @@ class BehaviourPolicy:
             self.model.load_state_dict(self._ring.popleft())
             self.version = self.policy_version - self.lag
         self._ring.append({k: v.detach().clone() for k, v in policy.state_dict().items()})
+
+    def state_dict(self) -> dict:
+        """Versions, the ring and the sampling copy's weights: what a resumed run needs (checkpoint.py)."""
+        return {"policy_version": self.policy_version, "version": self.version, "ring": list(self._ring),
+                "model": self.model.state_dict() if self.lag else None}
+
+    @torch.no_grad()
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()`; at lag 0 the sampler is the live module, restored with the policy."""
+        self.policy_version, self.version = state["policy_version"], state["version"]
+        if self.lag:
+            device = next(self.model.parameters()).device
+            self.model.load_state_dict(state["model"])
+            self._ring = deque({k: v.to(device) for k, v in r.items()} for r in state["ring"])

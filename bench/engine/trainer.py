@@ -1,8 +1,9 @@
 """The training engine: one loop for every recipe.
 
 Read top to bottom: `Trainer.run` evaluates the warm start, then repeats `step` until the compute
-budget is spent; callbacks (callbacks.py) evaluate at fixed fractions of it and show progress. A
-step is
+budget is spent; callbacks (callbacks.py) evaluate at fixed fractions of it, show progress, stream
+the rows to results/live/<run_id>/ and, with `checkpoint_every`, save the whole trainer state
+(checkpoint.py) that `resume=True` continues from. A step is
 
     rollout from the behaviour policy (+ greedy baselines, + refill rounds) → verifier rewards
     → recipe.shape → recipe.keep → behaviour log-probs (the backend's) → reference (+ critic)
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
+import random
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -30,7 +33,8 @@ import algorithms
 from algorithms.stats import rule as stat_rule
 from bench import models, results, rewards as reward_fns, tasks
 from bench.config import Regime, RunConfig
-from bench.engine.callbacks import Callback, Evaluations, OnEval, Progress
+from bench.engine import checkpoint
+from bench.engine.callbacks import Callback, Checkpoints, Evaluations, OnEval, Progress, Stream
 from bench.engine.critic import ValueModel
 from bench.engine.evaluate import evaluate
 from bench.engine.lag import BehaviourPolicy
@@ -93,18 +97,29 @@ def _check_weights(model: torch.nn.Module, what: str) -> None:
 
 class Trainer:
     def __init__(self, cfg: RunConfig, root: Path | None = None, log=None, progress: bool = False,
-                 save_checkpoint: bool = False, on_eval=None, callbacks: list[Callback] = ()):
-        """on_eval: called with each evaluation's row (may raise Stopped); callbacks: more hooks."""
+                 save_checkpoint: bool = False, on_eval=None, callbacks: list[Callback] = (),
+                 checkpoint_every: int = 0, resume: bool = False):
+        """on_eval: called with each evaluation's row (may raise Stopped); callbacks: more hooks (trackers);
+        checkpoint_every: save the resume state every N steps (0: never; not part of the config, so
+        it changes no run id and no number); resume: continue from the run's last checkpoint."""
         self.cfg = cfg
         self.save_checkpoint = save_checkpoint
         self.root = Path(root) if root else results.default_root()
         self.log = log or (lambda msg: None)
         self.recipe = cfg.recipe
         self.needs = cfg.recipe.needs
-        self.callbacks: list[Callback] = [*([Progress()] if progress else []), Evaluations(cfg.eval.fractions),
-                                          *([OnEval(on_eval)] if on_eval else []), *callbacks]
+        self.resume = resume
+        self.stream = Stream(results.live_dir(self.root, cfg.run_id))
+        # the stream first (a row is on disk before anything can stop the run), checkpoints last
+        # (they hold what every other callback did at the step, the step's evaluation included)
+        self.callbacks: list[Callback] = [self.stream, *([Progress()] if progress else []), Evaluations(cfg.eval.fractions),
+                                          *([OnEval(on_eval)] if on_eval else []), *callbacks,
+                                          *([Checkpoints(checkpoint_every)] if checkpoint_every else [])]
         self.steps: list[dict] = []
         self.evals: list[dict] = []
+        self.samples: list[dict] = []  # evaluate.SAMPLES greedy completions per evaluation, with step and fraction
+        self.resumed_from: list[int] = []  # steps this run was resumed from (run.json, when any)
+        self._wall_before = 0.0  # wall seconds spent before the last resume
 
     # ---------------------------------------------------------------- set-up
     def _setup(self) -> None:
@@ -405,9 +420,11 @@ class Trainer:
             self._train_on(batch, -1 - k, train_policy=False)
 
     def _evaluate(self, frac: float) -> dict:
+        samples: list[dict] = []
         with self._amp():
             m = evaluate(self.policy, self.task, self.test, self.cfg.eval.eval_config(), max_new_tokens=self.max_new,
-                         seed=self.cfg.seed)
+                         seed=self.cfg.seed, samples=samples)
+        self.samples.extend({"step": self._step, "fraction": frac, "index": i, **s} for i, s in enumerate(samples))
         return {"step": self._step, "fraction": frac, "compute/flops": float(self.ledger.flops), **m}
 
     def evaluate(self, frac: float) -> dict:
@@ -417,15 +434,79 @@ class Trainer:
             cb.on_eval(self, self.evals[-1])
         return self.evals[-1]
 
+    # ---------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict:
+        """Everything the next steps depend on (see checkpoint.py for what is left out and why)."""
+        cuda = torch.cuda.is_available() and self.device.type == "cuda"
+        return {
+            "step": self._step, "run_id": self.cfg.run_id,
+            "policy": self.policy.model.state_dict(), "opt": self.opt.state_dict(),
+            "critic": self.critic.state_dict() if self.critic is not None else None,
+            "critic_opt": self.critic_opt.state_dict() if self.critic is not None else None,
+            "behaviour": self.behaviour.state_dict(), "ledger": dataclasses.asdict(self.ledger),
+            "order": self._order.get_state(), "queue": list(self._queue),
+            "steps": self.steps, "evals": self.evals, "samples": self.samples,
+            "callbacks": {type(cb).__name__: st for cb in self.callbacks if (st := cb.state_dict())},
+            "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if cuda else [],
+                    "python": random.getstate()},
+            "wall_s": self._wall_before + time.perf_counter() - self._t_start, "resumed_from": self.resumed_from,
+        }
+
+    def save_state(self, every: int) -> Path:
+        """Write the resume checkpoint of the step just done (results/live/<run_id>/checkpoint.pt)."""
+        return checkpoint.save(self.root, self.cfg.run_id, self.state_dict(),
+                               {"step": self._step, "run_id": self.cfg.run_id, "config": self.cfg.to_dict(),
+                                "checkpoint_every": every, "fraction": self.fraction()})
+
+    def _restore(self) -> None:
+        """Load the last checkpoint into the freshly set-up trainer (after _setup: the warm start, the
+        reference and the backend exist; their weights are the warm start's)."""
+        st = checkpoint.load(self.root, self.cfg.run_id, "cpu")  # RNG states must stay CPU tensors
+        self.policy.model.load_state_dict(st["policy"])
+        self.opt.load_state_dict(st["opt"])
+        if self.critic is not None:
+            self.critic.load_state_dict(st["critic"])
+            self.critic_opt.load_state_dict(st["critic_opt"])
+        self.behaviour.load_state_dict(st["behaviour"])
+        self.backend.sync(self.behaviour.model)
+        self.ledger = Ledger(**st["ledger"])
+        self._order.set_state(st["order"])
+        self._queue = list(st["queue"])
+        self.steps, self.evals, self.samples = list(st["steps"]), list(st["evals"]), list(st["samples"])
+        for cb in self.callbacks:
+            if type(cb).__name__ in st["callbacks"]:
+                cb.load_state_dict(st["callbacks"][type(cb).__name__])
+        torch.set_rng_state(st["rng"]["torch"])
+        if st["rng"]["cuda"]:
+            torch.cuda.set_rng_state_all(st["rng"]["cuda"])
+        random.setstate(st["rng"]["python"])
+        self._step = st["step"]
+        self._wall_before = st["wall_s"]
+        self.resumed_from = [*st["resumed_from"], self._step]
+        self.log(f"resumed run {self.cfg.run_id} from its checkpoint at step {self._step} "
+                 f"({len(self.steps)} steps, {len(self.evals)} evaluations so far)")
+
+    # ---------------------------------------------------------------- the run
     def run(self) -> RunResult:
         cfg = self.cfg
-        t_start = time.perf_counter()
+        t_start = self._t_start = time.perf_counter()
         self._step = 0
         status, reason = "finished", ""
+        if self.resume:  # before any record can be written: nothing to resume is bad input, not a failed run
+            problem = checkpoint.resume_problem(self.root, cfg)
+            if problem:
+                raise ValueError(problem)
+        else:
+            results.remove_live(self.root, cfg.run_id)  # a fresh start: no rows or checkpoint of an earlier attempt
         try:
             self._setup()
-            self.evaluate(0.0)
-            self._value_pretrain()  # VAPO only (needs.value_pretrain_steps > 0)
+            if self.resume:
+                self._restore()
+            for cb in self.callbacks:
+                cb.on_start(self)
+            if not self.resume:
+                self.evaluate(0.0)
+                self._value_pretrain()  # VAPO only (needs.value_pretrain_steps > 0)
             while self.fraction() < 1.0:
                 self._step += 1
                 for g in self.opt.param_groups:
@@ -444,17 +525,23 @@ class Trainer:
             phase = "set-up" if not hasattr(self, "ledger") else f"step {self._step}"
             meta = self._meta("failed", f"{type(e).__name__} during {phase}: {e}", t_start)
             meta["traceback"] = traceback.format_exc()
-            results.write_run(self.root, cfg.run_id, meta, self.steps, self.evals)
+            results.write_run(self.root, cfg.run_id, meta, self.steps, self.evals, samples=self.samples)
+            # the live directory stays: its checkpoint (if any) lets `bench run --resume` continue
             e.add_note(f"run {cfg.run_id}: `failed` record with the traceback in "
                        f"{results.run_dir(self.root, cfg.run_id) / 'run.json'}")
             raise
+        finally:
+            for cb in self.callbacks:
+                cb.close()
         meta = self._meta(status, reason, t_start)
         save = None
         if self.save_checkpoint and status == "finished":
             def save(d: Path) -> None:  # transformers format: lm-eval and vLLM load it as is
                 self.policy.model.save_pretrained(d)
                 self.policy.tokenizer.save_pretrained(d)
-        path = results.write_run(self.root, cfg.run_id, meta, self.steps, self.evals, checkpoint=save)
+        path = results.write_run(self.root, cfg.run_id, meta, self.steps, self.evals, checkpoint=save,
+                                 samples=self.samples)
+        results.remove_live(self.root, cfg.run_id)  # the record holds every row: the stream and checkpoint go
         return RunResult(cfg.run_id, status, path, self.evals[-1] if self.evals else {}, reason)
 
     def _meta(self, status: str, reason: str, t_start: float) -> dict:
@@ -466,8 +553,9 @@ class Trainer:
             "status": status, "reason": reason, "diverged_step": self._step if status == "diverged" else None,
             "steps_done": self._step, "flops_spent": float(ledger.flops),
             "gen_tokens": ledger.gen_tokens, "train_tokens": ledger.train_tokens, "seconds_by_phase": ledger.seconds,
-            "wall_s": time.perf_counter() - t_start, "config": cfg.to_dict(), "regime": Regime.of(cfg).record(),
+            "wall_s": self._wall_before + time.perf_counter() - t_start, "config": cfg.to_dict(), "regime": Regime.of(cfg).record(),
             "warmstart": {"key": ws.key, "path": str(ws.path), "accuracy": ws.accuracy} if ws else None,
             "model": {"params": shape.params, "layers": shape.layers, "attn_width": shape.attn_width} if shape else None,
             "max_new_tokens": getattr(self, "max_new", None), **results.environment(),
+            **({"resumed_from": self.resumed_from} if self.resumed_from else {}),
         }

@@ -1,4 +1,4 @@
-"""Executors: where runs execute. Both take jobs (cfg dict, root, wait) and report outcomes as
+"""Executors: where runs execute. Both take jobs (cfg dict, root, wait, options) and report outcomes as
 they arrive; a run is the same `worker.run_one` call on either, so the tables are the same.
 
 local  a pool of spawned processes (`workers` at once, reused across runs: importing torch and
@@ -18,7 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from bench.harness.worker import init_local_worker, run_one
 
-Job = tuple[dict, str, bool]  # (RunConfig.to_dict(), results root, wait for the lock)
+Job = tuple[dict, str, bool, dict | None]  # (RunConfig.to_dict(), results root, wait for the lock, run options)
 
 
 def cpu_count() -> int:

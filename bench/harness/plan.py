@@ -88,6 +88,8 @@ def estimate(cfg: RunConfig, cal: dict) -> tuple[float, float]:
 
 def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, calibrate_time: bool = True,
                out=None) -> None:
+    from bench.engine import checkpoint
+
     out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
     done = {c.run_id for c in cfgs if results.is_finished(root, c.run_id)}
     pending = [c for c in cfgs if c.run_id not in done]
@@ -124,12 +126,13 @@ def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, cali
     for c in cfgs:
         cal = cals.get(c.tags["cell"])
         flops, secs = estimate(c, cal) if cal else (c.budget.value if c.budget.kind == "flops" else None, None)
-        status = "done" if c.run_id in done else "pending"
-        if status == "pending" and secs is not None:
+        ck = None if c.run_id in done else checkpoint.info(root, c.run_id)
+        status = "done" if c.run_id in done else f"resume@{ck['step']}" if ck else "pending"
+        if status != "done" and secs is not None:
             total_s += secs
         print(f"{c.run_id:<13} {c.tags['cell']:<18} {c.recipe.name:<12} {c.seed:>4}  {str(c.budget):>12}  "
               f"{'-' if flops is None else f'{flops:.3g}':>9}  {status:<8} "
-              f"{fmt_seconds(secs) if status == 'pending' else '':>9}", file=out)
+              f"{fmt_seconds(secs) if status != 'done' else '':>9}", file=out)
     if not pending:
         print("\nevery run is finished; `bench suite` would only write the report", file=out)
     elif cals:

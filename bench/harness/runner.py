@@ -3,7 +3,8 @@ another process holds, then write the report.
 
 Resume needs no state of its own: a run is finished iff results/runs/<run_id>/run.json exists
 (written last, atomically), and a run in progress holds its lock. So a rerun after Ctrl-C or
-SIGKILL redoes exactly the runs without a record, and two `bench suite` processes on one results
+SIGKILL redoes exactly the runs without a record (from their last checkpoint, when the suite ran
+with --checkpoint-every: results/live/<run_id>/), and two `bench suite` processes on one results
 directory split the work: each skips runs the other holds, then waits for them at the end (and
 runs them itself if their holder died).
 """
@@ -118,7 +119,9 @@ class Progress:
             f"acc {'  -  ' if acc is None or math.isnan(acc) else f'{acc:.3f}'}  "
             f"{fmt_seconds(o.get('wall_s')):>7}  {o['run_id'] or ''}  [{self.done}/{self.total}"
             f"{', eta ' + fmt_seconds(eta) if left else ''}]"
-            + (f"  {o['reason']}" if o.get("reason") and o["status"] != "done" else ""), file=self.out)
+            + (f"  {o['reason']}" if o.get("reason") and o["status"] != "done" else "")
+            + (f"  (resumed from its checkpoint at step {o['resumed_from']})" if o.get("resumed_from") else ""),
+            file=self.out)
 
     def close(self) -> None:
         self.bar.close()
@@ -136,8 +139,9 @@ def fmt_seconds(s: float | None) -> str:
 
 
 def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry_failed: bool = False,
-              out=None) -> int:
-    """Execute the pending runs of cfgs. Returns 0 when every run has a finished or diverged record."""
+              out=None, options: dict | None = None) -> int:
+    """Execute the pending runs of cfgs. Returns 0 when every run has a finished or diverged record.
+    options: worker.run_one's execution settings (checkpoint_every, report_to)."""
     out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -163,13 +167,13 @@ def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry
             for c in execution_order(suite, pending)}
     try:
         with _executor(plan) as ex:
-            ex.run([(*job, False) for job in jobs.values()], progress.update)
+            ex.run([(*job, False, options) for job in jobs.values()], progress.update)
             if progress.locked:
                 print(f"{len(progress.locked)} run(s) held by another process; waiting for them "
                       "(and running any whose holder died)", file=out)
                 held = {o["run_id"] for o in progress.locked}
                 progress.locked = []
-                ex.run([(*job, True) for rid, job in jobs.items() if rid in held], progress.update)
+                ex.run([(*job, True, options) for rid, job in jobs.items() if rid in held], progress.update)
     finally:
         progress.close()
     return _summarise(progress.outcomes, cfgs, root, time.monotonic() - t0, out)

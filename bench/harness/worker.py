@@ -43,9 +43,14 @@ def quiet() -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def run_one(cfg_dict: dict, root: str, wait: bool = False) -> dict:
-    """Run cfg unless finished or held by another process. Never raises for a failed run."""
+def run_one(cfg_dict: dict, root: str, wait: bool = False, options: dict | None = None) -> dict:
+    """Run cfg unless finished or held by another process. Never raises for a failed run.
+
+    options (execution settings, never hashed): checkpoint_every (save resume checkpoints every N
+    steps), report_to (a tracker name, bench/engine/trackers.py). A run with a checkpoint of its
+    own config (a killed suite's) resumes from it whatever the options say."""
     from bench.config import RunConfig
+    from bench.engine import checkpoint, trackers
 
     quiet()
     cfg = RunConfig.from_dict(cfg_dict)
@@ -60,14 +65,21 @@ def run_one(cfg_dict: dict, root: str, wait: bool = False) -> dict:
         if results.has_record(root_p, cfg.run_id):  # a corrupt record: keep it aside, run again
             results.quarantine(root_p, cfg.run_id)
         remove_temp(root_p, cfg.run_id)  # a writer killed mid-write; we hold the lock, so it is dead
+        opts = options or {}
+        ck = checkpoint.info(root_p, cfg.run_id)
+        resume = ck is not None and checkpoint.resume_problem(root_p, cfg) is None
+        every = opts.get("checkpoint_every") or (ck["checkpoint_every"] if resume else 0)
         t0 = time.perf_counter()
         try:
             from bench.engine.trainer import Trainer
 
-            res = Trainer(cfg, root=root_p).run()
+            res = Trainer(cfg, root=root_p, callbacks=trackers.make(opts.get("report_to", "none")),
+                          checkpoint_every=every, resume=resume).run()
         except Exception as e:  # the trainer has written a `failed` record; report, do not crash the pool
             return {**base, "status": "failed", "reason": f"{type(e).__name__}: {e}",
                     "wall_s": time.perf_counter() - t0, "acc": None}
+        if resume:
+            base["resumed_from"] = ck["step"]
         return {**base, "status": res.status, "reason": res.reason, "wall_s": time.perf_counter() - t0,
                 "acc": res.final.get("eval/acc_greedy")}
 
