@@ -220,6 +220,14 @@ class RolloutConfig(Section):
         return self.backend if self.lag == 0 else self.model_dump()
 
 
+def _names(v: Any) -> Any:
+    """A TOML list of names (or one name) as a tuple, so a frozen section stays hashable."""
+    v = (v,) if isinstance(v, str) else tuple(v) if isinstance(v, list) else v
+    if v is not None and not (isinstance(v, tuple) and v and all(isinstance(n, str) for n in v)):
+        raise ValueError(f"got {list(v) if isinstance(v, tuple) else v!r}; expected a non-empty list of names")
+    return v
+
+
 class Regime(Section):
     """An off-policy regime: how stale the sampling policy is, and how many optimizer updates each
     rollout batch gets (epochs × mini-batches); a suite's `[regimes.NAME]` imposes one on every
@@ -231,6 +239,10 @@ class Regime(Section):
     epochs: int = Field(1, ge=1)
     minibatches: int = Field(1, ge=1)
     lr: float | None = Field(None, gt=0)  # None: the suite's (or the recipe's overridden) train.lr
+    # where a suite runs the regime (never part of a run's config): a subset of the suite's recipes
+    # and of its task/scale cells; None: all of them
+    recipes: Annotated[tuple[str, ...] | None, BeforeValidator(_names)] = None
+    cells: Annotated[tuple[str, ...] | None, BeforeValidator(_names)] = None
 
     @property
     def updates_per_batch(self) -> int:

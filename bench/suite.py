@@ -22,6 +22,8 @@
     [regimes.stale]                   # updates per batch (epochs × minibatches)
     lag = 2
     epochs = 2
+    recipes = ["grpo", "dapo"]        # optional: only these of the suite's recipes run in this regime
+    cells = ["addition/nano"]         # optional: only in these task/scale cells
     [report]                          # how the report decides (not hashed: changing it reruns nothing)
     primary = "auc"                   # auc | final | plateau | compute_to:0.5 (declared before the runs)
     baseline = "grpo"                 # what every recipe is compared with, paired by seed
@@ -178,12 +180,19 @@ class Suite:
             patch = merge(patch, cell.regime.patch())
         return cfg.with_values(patch) if patch else cfg
 
+    def cell_recipes(self, cell: Cell | str) -> tuple[str, ...]:
+        """The recipes that run in a cell, in the suite's order (a regime may name a subset)."""
+        if isinstance(cell, str):
+            cell = next(c for c in self.cells if c.name == cell)
+        only = cell.regime.recipes if cell.regime else None
+        return self.recipes if only is None else tuple(r for r in self.recipes if r in only)
+
     def expand(self, only: dict[str, list[str]] | None = None) -> list[RunConfig]:
         """Run configs in plan order (cell, recipe, seed), restricted by `only` (see parse_only)."""
         only = only or {}
         out = []
         for cell in self.cells:
-            for recipe in self.recipes:
+            for recipe in self.cell_recipes(cell):
                 for seed in self.seeds:
                     labels = {"recipe": recipe, "seed": str(seed), "cell": cell.name, "task": cell.task,
                               "scale": cell.scale, "regime": cell.regime.name if cell.regime else ""}
@@ -285,6 +294,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
         raise err("report.baseline", unknown("recipe", f.report.baseline, f.recipes) + " (the suite's recipes)")
 
     regimes = []
+    grid = [f"{t}/{s}" for t in f.tasks for s in f.scales]
     for name, table in f.regimes.items():  # in file order
         if "name" in table:
             raise err(f"regimes.{name}.name", "the table's key is the regime's name")
@@ -292,6 +302,15 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
             regimes.append(Regime.build({"name": name, **table}, where=f"regimes.{name}"))
         except ConfigError as e:
             raise SuiteError(path, "", str(e)) from None
+        r = regimes[-1]
+        for key, names, valid, what in (("recipes", r.recipes, f.recipes, "recipe"), ("cells", r.cells, grid, "cell")):
+            for n in names or ():
+                if n not in valid:
+                    raise err(f"regimes.{name}.{key}", unknown(what, n, valid) + f" (the suite's {key})")
+        base = f.report.baseline or ("grpo" if "grpo" in f.recipes else f.recipes[0])
+        if r.recipes is not None and base not in r.recipes:
+            raise err(f"regimes.{name}.recipes", f"must include the report's baseline {base!r}: every comparison "
+                      "in a cell is paired with it")
     overrides = {}
     for recipe, table in f.overrides.items():
         if recipe not in f.recipes:
@@ -315,7 +334,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
                   regimes=tuple(regimes), report=f.report, train=f.train, eval=f.eval, warmstart=f.warmstart,
                   rewards=f.rewards)
     for recipe in overrides:  # build the runs once: bad override paths and values fail here, not in a worker
-        for cell in suite.cells:
+        for cell in (c for c in suite.cells if recipe in suite.cell_recipes(c)):
             try:
                 suite.run_config(cell, recipe, suite.seeds[0])
             except ValueError as e:
@@ -338,5 +357,5 @@ def _cells(f: SuiteFile, regimes: list[Regime], err) -> list[Cell]:
         except ConfigError as e:
             raise err(f"budget.{g}", str(e)) from None
         t, s = g.split("/", 1)
-        cells += [Cell(t, s, budget, r) for r in (regimes or [None])]
+        cells += [Cell(t, s, budget, r) for r in regimes or [None] if r is None or r.cells is None or g in r.cells]
     return cells

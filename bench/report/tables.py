@@ -90,7 +90,7 @@ def leaderboard(suite: Suite, data: Data) -> pl.DataFrame:
     for cell in [c.name for c in suite.cells]:
         ref = _by_seed(runs, cell, base, "primary")
         cell_rows = []
-        for recipe in suite.recipes:
+        for recipe in suite.cell_recipes(cell):
             mine = _by_seed(runs, cell, recipe, "primary")
             r = runs.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
             prim = r["primary"].to_numpy()
@@ -157,7 +157,7 @@ def power(suite: Suite, data: Data) -> pl.DataFrame:
         ref_by = {m: _by_seed(runs, cell, base, m) for m in metrics}
         for m in metrics:
             sds, ns, ps, eqs = [], [], [], []
-            for recipe in suite.recipes:
+            for recipe in suite.cell_recipes(cell):
                 if recipe == base:
                     continue
                 x, y = stats.paired(_by_seed(runs, cell, recipe, m), ref_by[m])
@@ -189,7 +189,7 @@ def sigmoid_fits(suite: Suite, data: Data) -> pl.DataFrame:
     ev = finished(data.evals)
     rows = []
     for cell in [c.name for c in suite.cells]:
-        for recipe in suite.recipes:
+        for recipe in suite.cell_recipes(cell):
             g = ev.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
             r0 = stats.mean(g.filter(pl.col("fraction") == 0)["acc"].to_numpy())
             pos = g.filter(pl.col("flops") > 0)
@@ -230,7 +230,7 @@ def length_bias(suite: Suite, data: Data) -> pl.DataFrame:
                                        "slope_correct": pl.Float64, "slope_incorrect": pl.Float64, "gap": pl.Float64})
     rows = []
     for cell in [c.name for c in suite.cells]:
-        for recipe in suite.recipes:
+        for recipe in suite.cell_recipes(cell):
             g = per_df.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
             row = {"cell": cell, "recipe": recipe, "n": g.height}
             for col in ("slope_correct", "slope_incorrect", "gap"):
@@ -284,7 +284,7 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
     st = finished(data.steps)
     rows = []
     for cell in [c.name for c in suite.cells]:
-        for recipe in suite.recipes:
+        for recipe in suite.cell_recipes(cell):
             cfg = suite.run_config(next(c for c in suite.cells if c.name == cell), recipe, suite.seeds[0])
             r, lag = cfg.recipe, cfg.rollout.lag
             g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
@@ -317,7 +317,7 @@ def step_summary(suite: Suite, data: Data, metrics: dict[str, str]) -> pl.DataFr
         return None
     rows = []
     for cell in [c.name for c in suite.cells]:
-        for recipe in suite.recipes:
+        for recipe in suite.cell_recipes(cell):
             g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
             row = {"cell": cell, "recipe": recipe}
             for k, m in metrics.items():

@@ -62,6 +62,26 @@ def test_regimes_become_cells_and_hold_for_every_recipe(tmp_path):
         s.parse_only(["regime=lag3"])
 
 
+def test_a_regime_may_run_a_subset_of_recipes_and_cells(tmp_path):
+    text = BASE.replace('tasks = ["addition"]', 'tasks = ["addition", "chain_sum"]').replace(
+        '"addition/nano" = 2e9', '"addition/nano" = 2e9\n"chain_sum/nano" = 2e9')
+    s = load(tmp_path, text + '[regimes.on_policy]\n[regimes.mb4]\nminibatches = 4\nrecipes = ["dapo", "grpo"]\n'
+                              'cells = ["addition/nano"]\n')
+    assert [c.name for c in s.cells] == ["addition/nano/on_policy", "addition/nano/mb4", "chain_sum/nano/on_policy"]
+    assert s.cell_recipes("addition/nano/mb4") == ("grpo", "dapo")  # the suite's order
+    assert s.cell_recipes("chain_sum/nano/on_policy") == ("grpo", "ppo", "dapo")
+    cfgs = s.expand()
+    assert len(cfgs) == (3 + 2 + 3) * 2
+    assert {c.recipe.name for c in cfgs if c.tags["regime"] == "mb4"} == {"grpo", "dapo"}
+    # the regime record of a run is its off-policy degree only
+    from bench.config import Regime
+    mb4 = next(c for c in cfgs if c.tags["regime"] == "mb4")
+    assert Regime.of(mb4).record() == {"name": "mb4", "lag": 0, "epochs": 1, "minibatches": 4, "updates_per_batch": 4}
+    # a subset changes no run id: the same runs as the unrestricted suite's
+    full = load(tmp_path, text + '[regimes.on_policy]\n[regimes.mb4]\nminibatches = 4\n')
+    assert {c.run_id for c in cfgs} <= {c.run_id for c in full.expand()}
+
+
 def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
     plain = load(tmp_path, BASE)
     assert [c.name for c in plain.cells] == ["addition/nano"]
@@ -76,12 +96,17 @@ def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
 
 
 @pytest.mark.parametrize("extra, key, needle", [
-    ("[regimes.lag2]\nlagg = 2\n", "regimes.lag2.lagg", "valid: name, lag, epochs, minibatches, lr (did you mean 'lag'?)"),
+    ("[regimes.lag2]\nlagg = 2\n", "regimes.lag2.lagg", "valid: name, lag, epochs, minibatches, lr, recipes, cells (did you mean 'lag'?)"),
     ("[regimes.lag2]\nlag = -1\n", "regimes.lag2.lag", "got -1; expected an integer >= 0"),
     ("[regimes.mb]\nminibatches = 0\n", "regimes.mb.minibatches", "got 0; expected an integer >= 1"),
     ("[regimes.x]\nlag = 1.5\n", "regimes.x.lag", "got 1.5; expected an integer >= 0"),
     ('[regimes."a/b"]\n', "regimes.a/b.name", "expected a string (letters, digits"),
     ("regimes = 3\n", "regimes", "expected a table"),
+    ("[regimes.mb4]\nminibatches = 4\nrecipes = [\"grpo\", \"cispo\"]\n", "regimes.mb4.recipes",
+     "unknown recipe 'cispo'"),
+    ("[regimes.mb4]\nminibatches = 4\nrecipes = [\"dapo\"]\n", "regimes.mb4.recipes", "must include the report's baseline 'grpo'"),
+    ("[regimes.mb4]\nminibatches = 4\nrecipes = []\n", "regimes.mb4.recipes", "a non-empty list of names"),
+    ("[regimes.mb4]\nminibatches = 4\ncells = [\"chain_sum/nano\"]\n", "regimes.mb4.cells", "unknown cell 'chain_sum/nano'"),
     ("[regimes.lag2]\nlag = 2\n[overrides.dapo]\n\"recipe.updates.minibatches\" = 4\n",
      "overrides.dapo.recipe.updates", "set by the suite's [regimes] for every recipe alike"),
     ("[regimes.fast]\nlr = 1e-3\n[overrides.dapo]\n\"train.lr\" = 4e-4\n", "overrides.dapo.train.lr",
