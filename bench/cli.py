@@ -413,8 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="train one recipe on one task and scale for a compute budget",
                          description="Train one recipe end to end on the shared engine: warm start, rollouts, "
-                                     "updates, held-out evaluations at fixed fractions of the budget. Writes "
-                                     "results/runs/<run_id>/ (run.json, steps.parquet, evals.parquet).")
+                                     "updates, held-out evaluations at fixed fractions of the budget. Rows stream to "
+                                     "results/live/<run_id>/*.jsonl as they happen; at the end it writes "
+                                     "results/runs/<run_id>/ (run.json, steps.parquet, evals.parquet, samples.jsonl).")
     run.add_argument("--recipe", required=True, help="recipe name (see `bench list recipes`)")
     run.add_argument("--task", required=True, help="task name (see `bench list tasks`)")
     run.add_argument("--scale", required=True, help="scale name or a local HF model directory")

@@ -63,8 +63,9 @@ def assert_one_record_set_per_run(root: Path) -> None:
     runs = sorted((root / "runs").iterdir())
     assert len(runs) == N_RUNS
     for d in runs:
-        assert sorted(p.name for p in d.iterdir()) == ["evals.parquet", "run.json", "steps.parquet"], d
+        assert sorted(p.name for p in d.iterdir()) == ["evals.parquet", "run.json", "samples.jsonl", "steps.parquet"], d
     assert not any((root / ".tmp").iterdir()) if (root / ".tmp").exists() else True
+    assert not any((root / "live").iterdir()) if (root / "live").exists() else True  # streams go with the record
 
 
 @pytest.fixture(scope="module")

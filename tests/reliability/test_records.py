@@ -175,7 +175,7 @@ def test_corrupt_runs_are_named_skipped_and_redone(tmp_path, monkeypatch, capsys
     # bench suite's worker: quarantines it (kept, not deleted) and runs it again
 
     class FakeTrainer:
-        def __init__(self, cfg, root):
+        def __init__(self, cfg, root, **options):  # options: callbacks, checkpoint_every, resume
             self.cfg, self.root = cfg, root
 
         def run(self):
