@@ -288,7 +288,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
             raise err(f"task_params.{t}", unknown("task", t, f.tasks) + " (task_params keys are the suite's tasks)")
         try:
             tasks.get(t, **params)
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, OSError) as e:  # OSError: a data file that is missing or unreadable
             raise err(f"task_params.{t}", str(e)) from None
     if f.report.baseline is not None and f.report.baseline not in f.recipes:
         raise err("report.baseline", unknown("recipe", f.report.baseline, f.recipes) + " (the suite's recipes)")

@@ -340,7 +340,13 @@ def clipping(ctx: Context) -> list:
     many = clip.filter(~zero)["recipe"].unique(maintain_order=True).to_list()
     out = [Heading(2, "Clipping and off-policy")]
     if one:
-        out.append(Para(f"Zero by construction: {', '.join(one)} make one optimizer update per rollout batch on fresh "
+        by_cell = {c: clip.filter(zero & (pl.col("cell") == c))["recipe"].to_list() for c in ctx.cells}
+        by_cell = {c: r for c, r in by_cell.items() if r}
+        if len(by_cell) == len(ctx.cells) and all(r == one for r in by_cell.values()):  # the same in every cell
+            who = f"{', '.join(one)} make"
+        else:  # regimes: on-policy in some cells only
+            who = "; ".join(f"in {c}, {', '.join(r)}" for c, r in by_cell.items()) + ": these make"
+        out.append(Para(f"Zero by construction: {who} one optimizer update per rollout batch on fresh "
                         "rollouts (lag 0), so the ratio π/π_old is exactly 1 at the update and no clip can bind (ALGORITHMS.md, convention 8). "
                         "Their clip fractions below are 0 because of this, not because the clip range is wide enough."))
     out.append(table(clip, {

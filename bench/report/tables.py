@@ -194,11 +194,15 @@ def sigmoid_fits(suite: Suite, data: Data) -> pl.DataFrame:
             r0 = stats.mean(g.filter(pl.col("fraction") == 0)["acc"].to_numpy())
             pos = g.filter(pl.col("flops") > 0)
             fit = stats.fit_sigmoid(pos["flops"].to_numpy(), pos["acc"].to_numpy(), r0)
-            r4 = _round_sig
+            # a fit that is not identifiable is ill-conditioned: its intervals mean nothing and its
+            # values' 4th digit moves between numpy/scipy builds (seen), so 3 digits and no intervals
+            r4 = _round_sig if fit.identifiable else (lambda x: _round_sig(x, 3))
+            ci = (lambda lohi: lohi) if fit.identifiable else (lambda lohi: (math.nan, math.nan))
+            (a_lo, a_hi), (b_lo, b_hi), (c_lo, c_hi) = ci(fit.A_ci), ci(fit.B_ci), ci(fit.C_mid_ci)
             rows.append({"cell": cell, "recipe": recipe, "n_points": fit.n_points, "R0": fit.R0,
-                         "A": r4(fit.A), "A_lo": r4(fit.A_ci[0]), "A_hi": r4(fit.A_ci[1]),
-                         "B": r4(fit.B), "B_lo": r4(fit.B_ci[0]), "B_hi": r4(fit.B_ci[1]),
-                         "C_mid": r4(fit.C_mid), "C_mid_lo": r4(fit.C_mid_ci[0]), "C_mid_hi": r4(fit.C_mid_ci[1]),
+                         "A": r4(fit.A), "A_lo": r4(a_lo), "A_hi": r4(a_hi),
+                         "B": r4(fit.B), "B_lo": r4(b_lo), "B_hi": r4(b_hi),
+                         "C_mid": r4(fit.C_mid), "C_mid_lo": r4(c_lo), "C_mid_hi": r4(c_hi),
                          "identifiable": fit.identifiable, "reason": fit.reason})
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "n_points": pl.Int64, **{
         k: pl.Float64 for k in ("R0", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo", "C_mid_hi")},
