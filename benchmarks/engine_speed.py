@@ -183,7 +183,7 @@ def bench_rl(args, scale: str, root: Path, log) -> dict:
     train = TrainConfig(prompts_per_step=args.rl_prompts, group_size=args.rl_group, max_new_tokens=args.rl_max_new)
     ws = WarmStartConfig(steps=args.warmstart_steps)
     cfg = RunConfig(recipe=algorithms.get("grpo"), task=args.task, scale=scale,
-                    budget=Budget(args.rl_steps + 1, "steps"), train=train, warmstart=ws,
+                    budget=Budget(value=args.rl_steps + 1, kind="steps"), train=train, warmstart=ws,
                     threads=args.threads)
     trainer = Trainer(cfg, root=root / "results", log=log)
     log(f"  grpo step {scale}: warm start {args.task}/{scale} ({ws.resolve(args.task, scale).steps} SFT steps "
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scales", default="nano,micro", help="scales for parts 1-2, e.g. nano,micro,small")
     ap.add_argument("--task", default="addition", help="task whose prompts and verifier are used")
     ap.add_argument("--prompts", type=int, default=32, help="distinct prompts per batch (parts 1-2)")
-    ap.add_argument("--group", type=int, default=TrainConfig.group_size,
+    ap.add_argument("--group", type=int, default=TrainConfig().group_size,
                     help="samples per prompt (parts 1-2): the batch is prompts x group rows, as in an RL step")
     ap.add_argument("--max-new", type=int, default=32, help="new tokens per rollout (parts 1-2)")
     ap.add_argument("--repeats", type=int, default=7, help="timed repeats after one warm-up (parts 1-2)")

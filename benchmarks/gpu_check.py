@@ -99,7 +99,7 @@ def main() -> int:
             if args.device.startswith("cuda"):
                 torch.cuda.reset_peak_memory_stats()
             cfg = RunConfig(
-                recipe=algorithms.get("grpo"), task=args.task, scale=scale_name, budget=Budget(args.steps, "steps"),
+                recipe=algorithms.get("grpo"), task=args.task, scale=scale_name, budget=Budget(value=args.steps, kind="steps"),
                 train=TrainConfig(prompts_per_step=args.prompts, group_size=args.group, precision=precision,
                                   micro_batch_size=256),
                 eval=EvalSchedule(every=1.0, n_examples=200, k=0), warmstart=wcfg, device=args.device)
