@@ -131,6 +131,11 @@ def summary(ctx: Context) -> list:
                      f"{num(p['mdd'])} (pooled paired SD {num(p['sd_pooled'])}); detecting {rs.margin:g} would take "
                      f"{_seeds(need)} seeds." if p["seeds"] >= 2 else
                      "Fewer than 2 paired seeds: no comparison can be made.")
+        if p["seeds"] >= 2 and by["undecided"]:  # the pooled SD can hide one noisy comparison, or blame it on all
+            own = b.filter(pl.col("verdict") == "undecided")
+            power_txt += " The undecided comparisons' own MDD: " + ", ".join(
+                f"{r['recipe']} {num(r['mdd'])} ({_seeds(r['seeds_for_margin'])} seeds for {rs.margin:g})"
+                for r in own.iter_rows(named=True)) + "."
         out.append(Para(
             f"{cell}: best {rs.primary} {best['recipe']} {ci(best['primary_mean'], best['primary_lo'], best['primary_hi'])}. "
             f"{decided} of {n_cmp} comparisons with {ctx.base} are decided: better {_names(by['better'])}; worse "
