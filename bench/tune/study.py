@@ -48,7 +48,7 @@ def plan(suite: Suite, recipes: list[str], cells: list[Cell], settings: TuneSett
     """Build and validate every study's base config and search space (before anything runs)."""
     out = []
     for cell in cells:
-        for recipe in recipes:
+        for recipe in (r for r in recipes if r in suite.cell_recipes(cell)):  # a regime may run a subset
             cfg = suite.run_config(cell, recipe, settings.seed)
             where = f"{suite.path}: search space of {recipe}"
             sp = spaces.space_for(recipe, settings.space.get(recipe), where)
