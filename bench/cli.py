@@ -563,7 +563,11 @@ def _one_line(e: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the parser is built: the same one line as later
+        print("\nbench: interrupted", file=sys.stderr)
+        return 130
     try:
         return args.func(args)
     except BAD_INPUT as e:
