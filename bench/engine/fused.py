@@ -166,9 +166,11 @@ def full_mask(att: torch.Tensor) -> torch.Tensor:
 
 
 def completion_logits(lm: FusedLM, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
-                      completion: torch.Tensor) -> torch.Tensor:
-    """Logits (B, T, V) that score `completion` (B, T) after left-padded prompts (B, P), with
-    each distinct prompt computed once (prefix sharing) and no padding after EOS computed.
+                      completion: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Logits (N, V) that score the N real tokens of `completion` (B, T) after left-padded
+    prompts (B, P), and `real` (N,): their flat indices into (B·T), in order (None: all B·T
+    tokens are real, N = B·T). Each distinct prompt is computed once (prefix sharing) and no
+    padding after EOS is computed, nor projected onto the vocabulary.
 
     An RL batch holds G completions per prompt, and prompts are often as long as completions, so
     a plain forward spends most of its matmuls re-encoding the same prompt G times. Here the U
@@ -176,8 +178,9 @@ def completion_logits(lm: FusedLM, prompt_ids: torch.Tensor, prompt_mask: torch.
     token-wise op (norms, projections, MLP) runs once over U·P + (real completion tokens) rows.
     Each completion attends to its prompt's keys/values (gathered, so their gradients sum over
     the group) and to its own causal prefix. Tokens after a row's first EOS (the model config's
-    `eos_token_id`) are right padding: skipped, their logits are 0 (callers mask them). Same
-    function as the full forward; float summation order differs.
+    `eos_token_id`) are right padding: skipped, and absent from the logits (RL batches are often
+    half padding: the vocab projection and the log-softmax after it cost the real tokens only).
+    Same function as the full forward; float summation order differs.
     """
     B, T = completion.shape
     H, Hkv, d, D = lm.H, lm.Hkv, lm.d, lm.D
@@ -225,6 +228,12 @@ def completion_logits(lm: FusedLM, prompt_ids: torch.Tensor, prompt_mask: torch.
         h = F.rms_norm(x, (D,), ln2, lm.eps)
         g, u = F.linear(h, wgu).chunk(2, -1)
         x = x + F.linear(F.silu(g) * u, wdown)
-    last = x[:Np].view(U, P, D)[:, -1].index_select(0, inv)[:, None]  # scores completion[:, 0]
-    x = torch.cat([last, pad(x[Np:]).view(B, T, D)[:, :-1]], 1)
-    return F.linear(F.rms_norm(x, (D,), lm.norm, lm.eps), lm.lm_head)
+    # the state that scores real token (b, j): prompt b's last for j == 0, else real token (b, j-1),
+    # which sits at off[b] + j - 1 among the real completion rows (each row's real tokens are a prefix)
+    flat = torch.arange(B * T, device=dev) if real is None else real
+    b, j = flat // T, flat % T
+    lens = torch.full((B,), T, device=dev) if real is None else (~after).sum(1)
+    off = lens.cumsum(0) - lens
+    src = torch.where(j == 0, inv[b], U + off[b] + j - 1)
+    h = torch.cat([x[:Np].view(U, P, D)[:, -1], x[Np:]]).index_select(0, src)
+    return F.linear(F.rms_norm(h, (D,), lm.norm, lm.eps), lm.lm_head), real

@@ -68,11 +68,14 @@ def sequence_logprobs(
     `bench.engine.fused`, which also encodes each distinct prompt once for the G completions of
     a group (measured ~2x faster training at micro); other models run transformers' forward.
     Entropy (B, T) of the tempered distribution is returned when asked (no extra forward;
-    detached unless `entropy_grad`).
+    detached unless `entropy_grad`). The fused path leaves right padding after EOS unscored:
+    its log-prob and entropy are 0 there (callers mask it).
     """
     lm = FusedLM.of(model)
+    real = None  # flat indices of the scored tokens when only some are (the rest: right padding)
     if lm is not None:  # Qwen2/Llama: the fused forward, each distinct prompt encoded once
-        logits = completion_logits(lm, prompt_ids, prompt_mask, completion)
+        logits, real = completion_logits(lm, prompt_ids, prompt_mask, completion)  # (N, V)
+        targets = completion.flatten() if real is None else completion.flatten().index_select(0, real)
     else:
         T = completion.shape[1]
         ids = torch.cat([prompt_ids, completion], 1)
@@ -80,11 +83,18 @@ def sequence_logprobs(
         att = torch.cat([prompt_mask, torch.ones_like(completion)], 1)
         pos = (att.cumsum(-1) - 1).clamp(min=0)
         logits = model(input_ids=ids, attention_mask=att, position_ids=pos, logits_to_keep=T + 1).logits[:, :-1]
+        targets = completion
     logits = logits.float() / temperature
     logprobs = logits.log_softmax(-1)
-    logp = logprobs.gather(-1, completion[..., None]).squeeze(-1)
+    logp = logprobs.gather(-1, targets[..., None]).squeeze(-1)
     entropy = None
     if with_entropy:  # with gradient only for an entropy bonus; as a metric it is detached
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy = -(logprobs.exp() * logprobs).sum(-1)
-    return logp, entropy
+
+    def rows(t: torch.Tensor) -> torch.Tensor:  # (N,) or (B·T,) -> (B, T), 0 on padding after EOS
+        if real is not None:
+            t = t.new_zeros(completion.numel()).index_copy(0, real, t)
+        return t.view(completion.shape)
+
+    return rows(logp), None if entropy is None else rows(entropy)
