@@ -290,6 +290,33 @@ PRIMARY_METRICS = ("auc", "final", "plateau", "compute_to:<accuracy>")
 DEFAULT_PRIMARY = "auc"
 
 
+class Claim(Section):
+    """A claim of the literature as an experiment (a suite's `[claims.NAME]` table, never hashed).
+
+    The contrast is a − b on `metric`, paired by seed: `a` and `b` are recipes of the suite, each
+    optionally `recipe@cell` (default: `cell`). metric: auc | final | plateau (held-out accuracy, as
+    the leaderboard computes them) or steps:COLUMN (the run's mean of a steps.parquet column over its
+    steps, e.g. steps:policy/entropy). expect: greater (a > b), less (a < b) or equivalent (|a − b| <
+    margin). The verdict: reproduced, contradicted or undecided at this power (bench/report/tables.py).
+    """
+
+    WHERE: ClassVar[str] = "claims"
+    name: str = Field("", pattern=r"^[A-Za-z0-9_.-]*$", description="letters, digits, '_', '-' or '.'")
+    paper: str = Field(min_length=1)
+    claim: str = Field(min_length=1)
+    cell: str = Field(min_length=1)
+    a: str = Field(min_length=1)
+    b: str = Field(min_length=1)
+    metric: str = Field(min_length=1)
+    expect: Literal["greater", "less", "equivalent"]
+    margin: float | None = Field(None, gt=0)  # None: the report's margin for accuracy metrics
+
+    def arm(self, which: str) -> tuple[str, str]:
+        """(recipe, cell) of arm 'a' or 'b'."""
+        recipe, _, cell = getattr(self, which).partition("@")
+        return recipe, cell or self.cell
+
+
 class ReportSettings(Section):
     """A suite's `[report]` table: the analysis declared before the runs (never hashed).
 

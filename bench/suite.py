@@ -48,6 +48,7 @@ on each run's config, validated once.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import tomllib
@@ -59,14 +60,15 @@ from pydantic import BeforeValidator, Field, field_validator
 
 import algorithms
 from bench import models, rewards as reward_fns, tasks
-from bench.config import (DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, EvalSchedule, Regime, ReportSettings, Resources,
+from bench.config import (DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, Claim, EvalSchedule, Regime, ReportSettings, Resources,
                           RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, check_device)
 from bench.typed import ConfigError, Section, merge, unflatten
 from bench.textfile import read_text
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 OVERRIDABLE = ("recipe", "train")  # budget, eval, task, scale, warm start stay matched within a cell
-FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale", "regime")
+FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale", "regime", "claim")
+ACCURACY_METRICS = ("auc", "final", "plateau")
 __all__ = ["DEFAULT_PRIMARY", "PRIMARY_METRICS", "Cell", "ReportSettings", "Resources", "Suite", "SuiteError", "SuiteFile",
            "from_dict", "load", "names", "resolve", "unknown"]
 
@@ -112,6 +114,7 @@ class SuiteFile(Section):
     tune: dict[str, Any] = {}  # validated by bench.tune when it tunes
     regimes: dict[str, dict[str, Any]] = {}  # NAME -> Regime fields (the name comes from the key)
     report: ReportSettings = ReportSettings()  # how the report reads the suite; never hashed
+    claims: dict[str, dict[str, Any]] = {}  # NAME -> Claim fields (the name comes from the key); never hashed
 
     @field_validator("rewards", mode="before")
     @classmethod
@@ -163,6 +166,7 @@ class Suite:
     tune: dict = field(default_factory=dict)  # the [tune] table, validated by bench.tune when it tunes
     regimes: tuple[Regime, ...] = ()
     report: ReportSettings = ReportSettings()
+    claims: tuple[Claim, ...] = ()
     # (cell name, recipe) -> {dotted path: value}: tuned values (`bench suite --tuned`), applied last
     cell_overrides: dict[tuple[str, str], dict] = field(default_factory=dict)
 
@@ -196,7 +200,9 @@ class Suite:
                 for seed in self.seeds:
                     labels = {"recipe": recipe, "seed": str(seed), "cell": cell.name, "task": cell.task,
                               "scale": cell.scale, "regime": cell.regime.name if cell.regime else ""}
-                    if all(labels[k] in v for k, v in only.items()):
+                    claims = {c.name for c in self.claims if (recipe, cell.name) in (c.arm("a"), c.arm("b"))}
+                    if all(labels[k] in v for k, v in only.items() if k != "claim") and (
+                            "claim" not in only or claims & set(only["claim"])):
                         out.append(self.run_config(cell, recipe, seed))
         return out
 
@@ -204,7 +210,8 @@ class Suite:
         """The values each --only key may take in this suite."""
         return {"recipe": list(self.recipes), "seed": [str(s) for s in self.seeds],
                 "cell": [c.name for c in self.cells], "task": sorted({c.task for c in self.cells}),
-                "scale": sorted({c.scale for c in self.cells}), "regime": [r.name for r in self.regimes]}
+                "scale": sorted({c.scale for c in self.cells}), "regime": [r.name for r in self.regimes],
+                "claim": [c.name for c in self.claims]}
 
     def parse_only(self, specs: list[str]) -> dict[str, list[str]]:
         """['recipe=grpo,dapo', 'seed=0'] -> {'recipe': ['grpo', 'dapo'], 'seed': ['0']}, validated."""
@@ -333,6 +340,42 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
                   rollout=f.rollout, resources=f.resources, description=f.description, tune=f.tune,
                   regimes=tuple(regimes), report=f.report, train=f.train, eval=f.eval, warmstart=f.warmstart,
                   rewards=f.rewards)
+    claims = []
+    for name, table in f.claims.items():  # in file order
+        if not isinstance(table, dict):
+            raise err(f"claims.{name}", f"got {table!r}; expected a table")
+        if "name" in table:
+            raise err(f"claims.{name}.name", "the table's key is the claim's name")
+        try:
+            c = Claim.build({"name": name, **table}, where=f"claims.{name}")
+        except ConfigError as e:
+            raise SuiteError(path, "", str(e)) from None
+        cell_names = [x.name for x in suite.cells]
+        if c.cell not in cell_names:
+            raise err(f"claims.{name}.cell", unknown("cell", c.cell, cell_names))
+        for which in ("a", "b"):
+            recipe, cell = c.arm(which)
+            if cell not in cell_names:
+                raise err(f"claims.{name}.{which}", unknown("cell", cell, cell_names) + " (after '@')")
+            if recipe not in suite.cell_recipes(cell):
+                raise err(f"claims.{name}.{which}", unknown("recipe", recipe, list(suite.cell_recipes(cell)))
+                          + f" (the recipes of cell {cell})")
+        if c.arm("a") == c.arm("b"):
+            raise err(f"claims.{name}.b", "the same arm as a: a claim contrasts two arms")
+        metric = c.metric
+        if metric not in ACCURACY_METRICS:
+            from bench.results import STEP_SCHEMA
+            col = metric.removeprefix("steps:")
+            if not metric.startswith("steps:") or col not in STEP_SCHEMA:
+                raise err(f"claims.{name}.metric", f"got {metric!r}; expected {', '.join(ACCURACY_METRICS)} or "
+                          "steps:COLUMN with COLUMN a steps.parquet column"
+                          + (f" ({unknown('column', col, list(STEP_SCHEMA))})" if metric.startswith("steps:") else ""))
+            if c.expect == "equivalent" and c.margin is None:
+                raise err(f"claims.{name}.margin", "an equivalence claim on a steps: metric needs its own margin "
+                          "(in that metric's units)")
+        claims.append(c)
+    if claims:
+        suite = dataclasses.replace(suite, claims=tuple(claims))
     for recipe in overrides:  # build the runs once: bad override paths and values fail here, not in a worker
         for cell in (c for c in suite.cells if recipe in suite.cell_recipes(c)):
             try:

@@ -515,6 +515,9 @@ def build_tables(ctx: Context) -> None:
         if frame is not None:
             ctx.tables[name] = frame
     ctx.tables["recipe_diffs"] = T.recipe_diffs(s)
+    claims = T.claims(s, d)
+    if claims is not None:
+        ctx.tables["claims"] = claims
     lmax = max_new_tokens(s, d, ctx.cells[0])
     lens = finished(d.steps).filter(pl.col("cell") == ctx.cells[0])["len/mean"].drop_nans().drop_nulls()
     ref_len = int(min(lmax, max(1, round(float(np.mean(lens.to_numpy())))))) if lens.len() else max(1, lmax // 3)
@@ -525,5 +528,31 @@ def build_tables(ctx: Context) -> None:
                                                         if m in d.steps.columns])
 
 
-SECTIONS = (summary, leaderboard, power, accuracy, length, kl, clipping, entropy, group_weights, recipes, tuning, problems,
+def claims(ctx: Context) -> list:
+    """The suite's claims of the literature, each a paired contrast with a verdict (only when it has some)."""
+    table_ = ctx.tables.get("claims")
+    if table_ is None:
+        return []
+    counts = {v: table_.filter(pl.col("verdict") == v).height for v in T.CLAIM_VERDICTS}
+    out = [Heading(2, "Claims"),
+           Para(f"{table_.height} claims of the literature, each an experiment declared in the suite file: a contrast "
+                "a − b of two arms (recipe@cell) on one metric, paired by seed, with its 95% paired t interval and "
+                "Holm's adjustment over the suite's claims. Verdict: *reproduced* when the adjusted p < 0.05 in the "
+                "claimed direction (or, for an equivalence claim, the 90% interval lies inside ±margin); "
+                "*contradicted* when it is significant the other way, or a claimed difference is shown smaller than "
+                "the margin; *undecided at this power* otherwise. "
+                + ", ".join(f"{n} {v}" for v, n in counts.items()) + "."),
+           table(table_, {
+               "claim": lambda r: r["claim"], "statement": lambda r: r["statement"],
+               "contrast": lambda r: f"{r['a']} − {r['b']}", "metric": lambda r: r["metric"],
+               "expect": lambda r: r["expect"] + (f" (±{r['margin']:g})" if r["expect"] == "equivalent" else ""),
+               "a / b": lambda r: f"{num(r['mean_a'], '.4g')} / {num(r['mean_b'], '.4g')}",
+               "Δ [95% CI]": lambda r: ci(r["diff"], r["diff_lo"], r["diff_hi"], ".3g"),
+               "p_Holm": lambda r: num(r["p_holm"], ".2g"), "n": lambda r: str(r["n"]),
+               "verdict": lambda r: r["verdict"]}),
+           Para("Sources: " + "; ".join(f"{r['claim']}: {r['paper']}" for r in table_.iter_rows(named=True)) + ".")]
+    return out
+
+
+SECTIONS = (summary, leaderboard, claims, power, accuracy, length, kl, clipping, entropy, group_weights, recipes, tuning, problems,
             manifest)

@@ -381,3 +381,70 @@ def curve_frame(data: Data, value_cols: list[str], frame: str = "steps") -> pl.D
             .unpivot(index=["cell", "recipe", "rank", "seed", "x", "flops"], variable_name="metric")
             .with_columns(pl.col("value").fill_nan(None)))
 
+
+
+CLAIM_VERDICTS = ("reproduced", "contradicted", "undecided")
+
+
+def _claim_values(suite: Suite, data: Data, runs: pl.DataFrame, metric: str, recipe: str, cell: str) -> dict:
+    """seed -> the arm's value of a claim's metric, over finished runs."""
+    if metric in METRICS:
+        return _by_seed(runs, cell, recipe, metric)
+    col = metric.removeprefix("steps:")
+    st = finished(data.steps)
+    if col not in st.columns:
+        return {}
+    g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
+    out = {}
+    for (seed,), r in g.group_by("seed", maintain_order=True):
+        out[seed] = stats.mean(r[col].to_numpy())  # the mean over the run's budget bins (compute-weighted)
+    return out
+
+
+def claim_verdict(expect: str, diff: float, p_holm: float, equivalent: bool, n: int) -> str:
+    """reproduced / contradicted / undecided (see `claims`)."""
+    if n < 2:
+        return "undecided"
+    sig = math.isfinite(p_holm) and p_holm < stats.ALPHA
+    if expect == "equivalent":
+        return "reproduced" if equivalent else "contradicted" if sig else "undecided"
+    if sig:
+        return "reproduced" if (diff > 0) == (expect == "greater") else "contradicted"
+    return "contradicted" if equivalent else "undecided"
+
+
+def claims(suite: Suite, data: Data) -> pl.DataFrame | None:
+    """One row per claim of the suite: the paired contrast a − b by seed, its 95% t interval, p and
+    Holm's p over the suite's claims (one family), and the verdict:
+
+    expect greater/less: reproduced when Holm p < 0.05 in the claimed direction; contradicted when
+    Holm p < 0.05 in the other direction, or when the difference is shown smaller than the margin
+    (TOST, where a margin applies); else undecided. expect equivalent: reproduced when TOST puts
+    the 90% interval inside ±margin; contradicted when Holm p < 0.05; else undecided. The margin is
+    the claim's own, else the report's for accuracy metrics (none for steps: metrics)."""
+    if not suite.claims:
+        return None
+    runs = per_run(suite, data)
+    rows, ps = [], []
+    for c in suite.claims:
+        (ra, ca), (rb, cb) = c.arm("a"), c.arm("b")
+        va = _claim_values(suite, data, runs, c.metric, ra, ca)
+        vb = _claim_values(suite, data, runs, c.metric, rb, cb)
+        x, y = stats.paired(va, vb)
+        t = stats.paired_t(x, y)
+        margin = c.margin if c.margin is not None else (suite.report.margin if c.metric in METRICS else math.nan)
+        eq = bool(math.isfinite(margin) and stats.equivalent(x, y, margin))
+        ps.append(t.p)
+        rows.append({"claim": c.name, "paper": c.paper, "statement": c.claim, "metric": c.metric,
+                     "a": f"{ra}@{ca}", "b": f"{rb}@{cb}", "expect": c.expect, "n": t.n,
+                     "mean_a": stats.mean(x), "mean_b": stats.mean(y), "diff": t.diff, "diff_lo": t.lo,
+                     "diff_hi": t.hi, "p": t.p, "margin": margin, "equivalent": eq})
+    for row, p_holm in zip(rows, stats.holm(ps)):
+        row["p_holm"] = p_holm
+        row["verdict"] = claim_verdict(row["expect"], row["diff"], p_holm, row["equivalent"], row["n"])
+    cols = ["claim", "paper", "statement", "metric", "a", "b", "expect", "n", "mean_a", "mean_b", "diff", "diff_lo",
+            "diff_hi", "p", "p_holm", "margin", "equivalent", "verdict"]
+    strings = {"claim", "paper", "statement", "metric", "a", "b", "expect", "verdict"}
+    return pl.DataFrame([{k: r[k] for k in cols} for r in rows], schema={
+        k: pl.String if k in strings else pl.Int64 if k == "n" else pl.Boolean if k == "equivalent" else pl.Float64
+        for k in cols})

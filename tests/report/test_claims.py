@@ -1,0 +1,93 @@
+"""Claims as experiments (issue 14): `[claims.NAME]` tables in a suite, their validation, `--only
+claim=NAME`, the verdict rule, and suites/claims.toml sharing math-small's runs."""
+from pathlib import Path
+
+import pytest
+
+from bench import suite as suites
+from bench.report import tables as T
+
+BASE = """\
+recipes = ["grpo", "dr_grpo", "dapo"]
+seeds = [0, 1]
+tasks = ["addition"]
+scales = ["nano"]
+
+[budget]
+"addition/nano" = 2e9
+
+[regimes.on_policy]
+[regimes.mb4]
+minibatches = 4
+recipes = ["grpo", "dapo"]
+"""
+GOOD = """
+[claims.std]
+paper = "Liu et al. 2025"
+claim = "std normalisation up-weights low-variance groups"
+cell = "addition/nano/on_policy"
+a = "grpo"
+b = "dr_grpo"
+metric = "steps:adv/low_std_weight_frac"
+expect = "greater"
+"""
+
+
+def load(tmp_path: Path, text: str) -> suites.Suite:
+    p = tmp_path / "s.toml"
+    p.write_text(text)
+    return suites.load(p)
+
+
+def test_claims_parse_and_select_their_runs(tmp_path):
+    s = load(tmp_path, BASE + GOOD + GOOD.replace("claims.std", "claims.reuse").replace(
+        'a = "grpo"', 'a = "dapo@addition/nano/mb4"').replace('b = "dr_grpo"', 'b = "dapo"').replace(
+        '"steps:adv/low_std_weight_frac"', '"auc"'))
+    assert [c.name for c in s.claims] == ["std", "reuse"]
+    assert s.claims[1].arm("a") == ("dapo", "addition/nano/mb4") and s.claims[1].arm("b") == ("dapo", "addition/nano/on_policy")
+    picked = s.expand(s.parse_only(["claim=reuse"]))
+    assert sorted((c.recipe.name, c.tags["cell"], c.seed) for c in picked) == [
+        ("dapo", "addition/nano/mb4", 0), ("dapo", "addition/nano/mb4", 1),
+        ("dapo", "addition/nano/on_policy", 0), ("dapo", "addition/nano/on_policy", 1)]
+    assert len(s.expand(s.parse_only(["claim=std,reuse"]))) == 8
+    with pytest.raises(ValueError, match="unknown claim 'nope'; valid: std, reuse"):
+        s.parse_only(["claim=nope"])
+
+
+@pytest.mark.parametrize("change, key, needle", [
+    (('cell = "addition/nano/on_policy"', 'cell = "addition/nano"'), "claims.std.cell", "unknown cell 'addition/nano'"),
+    (('a = "grpo"', 'a = "grpo@addition/nano/lag2"'), "claims.std.a", "unknown cell 'addition/nano/lag2'"),
+    (('b = "dr_grpo"', 'b = "dr_grpo@addition/nano/mb4"'), "claims.std.b", "unknown recipe 'dr_grpo'"),
+    (('b = "dr_grpo"', 'b = "grpo"'), "claims.std.b", "the same arm as a"),
+    (('"steps:adv/low_std_weight_frac"', '"steps:adv/nope"'), "claims.std.metric", "steps:COLUMN"),
+    (('"steps:adv/low_std_weight_frac"', '"accuracy"'), "claims.std.metric", "expected auc, final, plateau"),
+    (('expect = "greater"', 'expect = "bigger"'), "claims.std.expect", "bigger"),
+    (('expect = "greater"', 'expect = "equivalent"'), "claims.std.margin", "needs its own margin"),
+    (('paper = "Liu et al. 2025"\n', ''), "claims.std.paper", "missing"),
+])
+def test_bad_claims_fail_with_file_and_key(tmp_path, change, key, needle):
+    with pytest.raises(ValueError) as e:
+        load(tmp_path, BASE + GOOD.replace(*change))
+    msg = str(e.value)
+    assert msg.startswith(str(tmp_path / "s.toml")) and f"{key}" in msg and needle in msg, msg
+
+
+def test_verdict_rule():
+    v = T.claim_verdict
+    assert v("greater", 0.03, 0.01, False, 10) == "reproduced"
+    assert v("greater", -0.03, 0.01, False, 10) == "contradicted"  # significant the other way
+    assert v("less", -0.03, 0.01, False, 10) == "reproduced"
+    assert v("greater", 0.003, 0.4, True, 10) == "contradicted"  # a claimed gain shown smaller than the margin
+    assert v("greater", 0.01, 0.2, False, 10) == "undecided"
+    assert v("equivalent", 0.001, 0.8, True, 10) == "reproduced"
+    assert v("equivalent", 0.05, 0.001, False, 10) == "contradicted"
+    assert v("equivalent", 0.01, 0.3, False, 10) == "undecided"
+    assert v("greater", 0.5, 0.0, False, 1) == "undecided"  # one seed decides nothing
+
+
+def test_shipped_claims_suite_shares_math_smalls_runs():
+    claims, small = suites.load("claims"), suites.load("math-small")
+    assert len(claims.claims) >= 8 and all(c.paper and c.claim for c in claims.claims)
+    assert {c.run_id for c in claims.expand()} <= {c.run_id for c in small.expand()}
+    for c in claims.claims:  # each claim reruns alone
+        assert claims.expand(claims.parse_only([f"claim={c.name}"]))
