@@ -29,6 +29,14 @@
     baseline = "grpo"                 # what every recipe is compared with, paired by seed
     margin = 0.02                     # equivalence margin and the difference the power analysis sizes for
     plateau_from = 0.75               # plateau: mean accuracy of the evaluations at >= this fraction
+    [claims.NAME]                     # optional: a literature claim as a paired contrast (report: Claims)
+    paper = "Yu et al. 2025, DAPO"    # a = recipe or recipe@cell, b likewise; metric auc | final |
+    claim = "clip-higher keeps entropy up"   # plateau | steps:COLUMN; expect greater | less | equivalent
+    cell = "addition/nano/stale"
+    a = "dapo"
+    b = "grpo"
+    metric = "steps:policy/entropy"
+    expect = "greater"
     [resources]                       # execution only, never hashed
     threads = 1                       # torch threads per run (0: divide the machine's cores)
     gpus_per_run = 1.0                # Ray: GPUs a cuda run reserves (fractions pack runs on a GPU)
