@@ -286,7 +286,8 @@ class Resources(Section):
     gpus_per_run: float = Field(1.0, gt=0)  # Ray only, for device cuda
 
 
-PRIMARY_METRICS = ("auc", "final", "plateau", "compute_to:<accuracy>")
+ACCURACY_METRICS = ("auc", "final", "plateau")  # per-run held-out accuracy metrics (bench/report/tables.py)
+PRIMARY_METRICS = (*ACCURACY_METRICS, "compute_to:<accuracy>")
 DEFAULT_PRIMARY = "auc"
 
 
@@ -343,7 +344,7 @@ class ReportSettings(Section):
     @classmethod
     def _metric(cls, v: str) -> str:
         m = re.fullmatch(r"compute_to:(.+)", v)
-        if not (v in ("auc", "final", "plateau") or (m is not None and _unit_float(m.group(1)))):
+        if not (v in ACCURACY_METRICS or (m is not None and _unit_float(m.group(1)))):
             raise ValueError(f"report.primary: got {v!r}; expected auc, final, plateau or compute_to:ACC with ACC "
                              "in (0, 1], e.g. compute_to:0.5")
         return v

@@ -68,15 +68,15 @@ from pydantic import BeforeValidator, Field, field_validator
 
 import algorithms
 from bench import models, rewards as reward_fns, tasks
-from bench.config import (DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, Claim, EvalSchedule, Regime, ReportSettings, Resources,
+from bench.config import (ACCURACY_METRICS, DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, Claim, EvalSchedule, Regime, ReportSettings, Resources,
                           RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, check_device)
+from bench.results import STEP_SCHEMA
 from bench.typed import ConfigError, Section, merge, unflatten
 from bench.textfile import read_text
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 OVERRIDABLE = ("recipe", "train")  # budget, eval, task, scale, warm start stay matched within a cell
 FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale", "regime", "claim")
-ACCURACY_METRICS = ("auc", "final", "plateau")
 __all__ = ["DEFAULT_PRIMARY", "PRIMARY_METRICS", "Cell", "ReportSettings", "Resources", "Suite", "SuiteError", "SuiteFile",
            "from_dict", "load", "names", "resolve", "unknown"]
 
@@ -372,7 +372,6 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
             raise err(f"claims.{name}.b", "the same arm as a: a claim contrasts two arms")
         metric = c.metric
         if metric not in ACCURACY_METRICS:
-            from bench.results import STEP_SCHEMA
             col = metric.removeprefix("steps:")
             if not metric.startswith("steps:") or col not in STEP_SCHEMA:
                 raise err(f"claims.{name}.metric", f"got {metric!r}; expected {', '.join(ACCURACY_METRICS)} or "

@@ -196,14 +196,14 @@ def sigmoid_fits(suite: Suite, data: Data) -> pl.DataFrame:
             fit = stats.fit_sigmoid(pos["flops"].to_numpy(), pos["acc"].to_numpy(), r0)
             # a fit that is not identifiable is ill-conditioned: its intervals mean nothing and its
             # values' 4th digit moves between numpy/scipy builds (seen), so 3 digits and no intervals
-            r4 = _round_sig if fit.identifiable else (lambda x: _round_sig(x, 3))
-            ci = (lambda lohi: lohi) if fit.identifiable else (lambda lohi: (math.nan, math.nan))
-            (a_lo, a_hi), (b_lo, b_hi), (c_lo, c_hi) = ci(fit.A_ci), ci(fit.B_ci), ci(fit.C_mid_ci)
-            rows.append({"cell": cell, "recipe": recipe, "n_points": fit.n_points, "R0": fit.R0,
-                         "A": r4(fit.A), "A_lo": r4(a_lo), "A_hi": r4(a_hi),
-                         "B": r4(fit.B), "B_lo": r4(b_lo), "B_hi": r4(b_hi),
-                         "C_mid": r4(fit.C_mid), "C_mid_lo": r4(c_lo), "C_mid_hi": r4(c_hi),
-                         "identifiable": fit.identifiable, "reason": fit.reason})
+            digits = 4 if fit.identifiable else 3
+            row = {"cell": cell, "recipe": recipe, "n_points": fit.n_points, "R0": fit.R0}
+            for name, value, (lo, hi) in (("A", fit.A, fit.A_ci), ("B", fit.B, fit.B_ci), ("C_mid", fit.C_mid, fit.C_mid_ci)):
+                if not fit.identifiable:
+                    lo = hi = math.nan
+                row |= {name: _round_sig(value, digits), f"{name}_lo": _round_sig(lo, digits),
+                        f"{name}_hi": _round_sig(hi, digits)}
+            rows.append({**row, "identifiable": fit.identifiable, "reason": fit.reason})
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "n_points": pl.Int64, **{
         k: pl.Float64 for k in ("R0", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo", "C_mid_hi")},
         "identifiable": pl.Boolean, "reason": pl.String})
@@ -386,19 +386,16 @@ def curve_frame(data: Data, value_cols: list[str], frame: str = "steps") -> pl.D
 CLAIM_VERDICTS = ("reproduced", "contradicted", "undecided")
 
 
-def _claim_values(suite: Suite, data: Data, runs: pl.DataFrame, metric: str, recipe: str, cell: str) -> dict:
-    """seed -> the arm's value of a claim's metric, over finished runs."""
+def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, metric: str, recipe: str, cell: str) -> dict:
+    """seed -> the arm's value of a claim's metric: a per-run accuracy metric (runs), or the mean of
+    a steps column over the run's budget bins (steps: finished runs' binned steps, compute-weighted)."""
     if metric in METRICS:
         return _by_seed(runs, cell, recipe, metric)
     col = metric.removeprefix("steps:")
-    st = finished(data.steps)
-    if col not in st.columns:
+    if col not in steps.columns:
         return {}
-    g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
-    out = {}
-    for (seed,), r in g.group_by("seed", maintain_order=True):
-        out[seed] = stats.mean(r[col].to_numpy())  # the mean over the run's budget bins (compute-weighted)
-    return out
+    g = steps.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
+    return {seed: stats.mean(r[col].to_numpy()) for (seed,), r in g.group_by("seed", maintain_order=True)}
 
 
 def claim_verdict(expect: str, diff: float, p_holm: float, equivalent: bool, n: int) -> str:
@@ -424,12 +421,12 @@ def claims(suite: Suite, data: Data) -> pl.DataFrame | None:
     the claim's own, else the report's for accuracy metrics (none for steps: metrics)."""
     if not suite.claims:
         return None
-    runs = per_run(suite, data)
+    runs, steps = per_run(suite, data), finished(data.steps)
     rows, ps = [], []
     for c in suite.claims:
         (ra, ca), (rb, cb) = c.arm("a"), c.arm("b")
-        va = _claim_values(suite, data, runs, c.metric, ra, ca)
-        vb = _claim_values(suite, data, runs, c.metric, rb, cb)
+        va = _claim_values(runs, steps, c.metric, ra, ca)
+        vb = _claim_values(runs, steps, c.metric, rb, cb)
         x, y = stats.paired(va, vb)
         t = stats.paired_t(x, y)
         margin = c.margin if c.margin is not None else (suite.report.margin if c.metric in METRICS else math.nan)
