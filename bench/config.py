@@ -228,6 +228,17 @@ def _names(v: Any) -> Any:
     return v
 
 
+def _seed_list(v: Any) -> Any:
+    """A count (seeds = 20: seeds 0..19) or a list of seeds, as a tuple; None stays None."""
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+        return tuple(range(v))
+    if isinstance(v, list) and v:
+        return tuple(v)
+    if v is None:
+        return v
+    raise ValueError(f"got {v!r}; expected a count >= 1 (seeds = 20) or a non-empty list of seeds")
+
+
 class Regime(Section):
     """An off-policy regime: how stale the sampling policy is, and how many optimizer updates each
     rollout batch gets (epochs × mini-batches); a suite's `[regimes.NAME]` imposes one on every
@@ -243,6 +254,9 @@ class Regime(Section):
     # and of its task/scale cells; None: all of them
     recipes: Annotated[tuple[str, ...] | None, BeforeValidator(_names)] = None
     cells: Annotated[tuple[str, ...] | None, BeforeValidator(_names)] = None
+    # the seeds this regime's cells run (a count or a list); None: the suite's. A noisier regime can
+    # take more seeds than the others, so every cell reaches the power the suite needs
+    seeds: Annotated[tuple[Seed, ...] | None, BeforeValidator(_seed_list)] = None
 
     @property
     def updates_per_batch(self) -> int:

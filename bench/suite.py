@@ -24,6 +24,7 @@
     epochs = 2
     recipes = ["grpo", "dapo"]        # optional: only these of the suite's recipes run in this regime
     cells = ["addition/nano"]         # optional: only in these task/scale cells
+    seeds = 20                        # optional: this regime's cells run more (or other) seeds
     [report]                          # how the report decides (not hashed: changing it reruns nothing)
     primary = "auc"                   # auc | final | plateau | compute_to:0.5 (declared before the runs)
     baseline = "grpo"                 # what every recipe is compared with, paired by seed
@@ -199,13 +200,27 @@ class Suite:
         only = cell.regime.recipes if cell.regime else None
         return self.recipes if only is None else tuple(r for r in self.recipes if r in only)
 
+    def cell_seeds(self, cell: Cell | str) -> tuple[int, ...]:
+        """The seeds a cell runs: its regime's `seeds` where it sets them, else the suite's."""
+        if isinstance(cell, str):
+            cell = next(c for c in self.cells if c.name == cell)
+        return cell.regime.seeds if cell.regime and cell.regime.seeds is not None else self.seeds
+
+    @property
+    def all_seeds(self) -> tuple[int, ...]:
+        """Every seed some cell runs, in order (the suite's first, then the regimes' extra ones)."""
+        out = list(self.seeds)
+        for c in self.cells:
+            out += [s for s in self.cell_seeds(c) if s not in out]
+        return tuple(out)
+
     def expand(self, only: dict[str, list[str]] | None = None) -> list[RunConfig]:
         """Run configs in plan order (cell, recipe, seed), restricted by `only` (see parse_only)."""
         only = only or {}
         out = []
         for cell in self.cells:
             for recipe in self.cell_recipes(cell):
-                for seed in self.seeds:
+                for seed in self.cell_seeds(cell):
                     labels = {"recipe": recipe, "seed": str(seed), "cell": cell.name, "task": cell.task,
                               "scale": cell.scale, "regime": cell.regime.name if cell.regime else ""}
                     claims = {c.name for c in self.claims if (recipe, cell.name) in (c.arm("a"), c.arm("b"))}
@@ -216,7 +231,7 @@ class Suite:
 
     def labels(self) -> dict[str, list[str]]:
         """The values each --only key may take in this suite."""
-        return {"recipe": list(self.recipes), "seed": [str(s) for s in self.seeds],
+        return {"recipe": list(self.recipes), "seed": [str(s) for s in self.all_seeds],
                 "cell": [c.name for c in self.cells], "task": sorted({c.task for c in self.cells}),
                 "scale": sorted({c.scale for c in self.cells}), "regime": [r.name for r in self.regimes],
                 "claim": [c.name for c in self.claims]}

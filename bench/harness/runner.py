@@ -63,7 +63,7 @@ def execution_order(suite: Suite, cfgs: list[RunConfig]) -> list[RunConfig]:
     parallel), and seed 0 of every recipe finishes before seed 1 starts (useful partial results)."""
     rank = {r: i for i, r in enumerate(suite.recipes)}
     cell = {c.name: i for i, c in enumerate(suite.cells)}
-    seed = {s: i for i, s in enumerate(suite.seeds)}
+    seed = {s: i for i, s in enumerate(suite.all_seeds)}
     return sorted(cfgs, key=lambda c: (seed[c.seed], rank[c.recipe.name], cell[c.tags["cell"]]))
 
 

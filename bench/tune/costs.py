@@ -90,7 +90,7 @@ def compare(suite: str | Suite, root: Path | None = None, tuned_file: Path | Non
             for recipe in su.recipes:
                 if (cell.name, recipe) not in t.cell_overrides:
                     continue
-                for seed in su.seeds:
+                for seed in su.cell_seeds(cell):
                     rows.append({"cell": cell.name, "recipe": recipe, "seed": seed, "setting": label,
                                  "run_id": su.run_config(cell, recipe, seed).run_id})
     ids = pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "seed": pl.Int64, "setting": pl.String,

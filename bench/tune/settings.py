@@ -69,8 +69,8 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
         s = TuneSettings(**table)
     except ValueError as e:
         raise ValueError(f"{suite.path}: {e}") from None
-    if s.seed in suite.seeds:
-        raise ValueError(f"{suite.path}: tune.seed = {s.seed} is one of the suite's seeds {list(suite.seeds)}: the "
+    if s.seed in suite.all_seeds:
+        raise ValueError(f"{suite.path}: tune.seed = {s.seed} is one of the suite's seeds {list(suite.all_seeds)}: the "
                          "tuned suite's run at that seed would repeat the best trial, an optimistic draw; "
                          "choose a seed outside them")
     return s

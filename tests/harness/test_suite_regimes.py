@@ -82,6 +82,25 @@ def test_a_regime_may_run_a_subset_of_recipes_and_cells(tmp_path):
     assert {c.run_id for c in cfgs} <= {c.run_id for c in full.expand()}
 
 
+def test_a_regime_may_run_more_seeds_and_shares_the_suites_run_ids(tmp_path):
+    s = load(tmp_path, BASE + '[regimes.on_policy]\n[regimes.mb4]\nminibatches = 4\nrecipes = ["grpo", "dapo"]\nseeds = 5\n')
+    assert s.cell_seeds("addition/nano/on_policy") == (0, 1) and s.cell_seeds("addition/nano/mb4") == (0, 1, 2, 3, 4)
+    assert s.all_seeds == (0, 1, 2, 3, 4)
+    cfgs = s.expand()
+    assert len(cfgs) == 3 * 2 + 2 * 5 == len({c.run_id for c in cfgs})
+    assert sorted(c.seed for c in cfgs if c.tags["regime"] == "mb4" and c.recipe.name == "dapo") == [0, 1, 2, 3, 4]
+    # the extra seeds add runs; the shared ones are the same experiments as without them
+    fewer = load(tmp_path, BASE + '[regimes.on_policy]\n[regimes.mb4]\nminibatches = 4\nrecipes = ["grpo", "dapo"]\n')
+    assert {c.run_id for c in fewer.expand()} < {c.run_id for c in cfgs}
+    # --only seed= accepts a regime's extra seeds, and selects only the cells that run them
+    assert {c.tags["regime"] for c in s.expand(s.parse_only(["seed=4"]))} == {"mb4"}
+    with pytest.raises(ValueError, match="valid: 0, 1, 2, 3, 4"):
+        s.parse_only(["seed=5"])
+    # a list works as in the suite's own `seeds`
+    listed = load(tmp_path, BASE + '[regimes.mb4]\nminibatches = 4\nseeds = [0, 7]\n')
+    assert listed.cell_seeds("addition/nano/mb4") == (0, 7)
+
+
 def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
     plain = load(tmp_path, BASE)
     assert [c.name for c in plain.cells] == ["addition/nano"]
@@ -96,7 +115,7 @@ def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
 
 
 @pytest.mark.parametrize("extra, key, needle", [
-    ("[regimes.lag2]\nlagg = 2\n", "regimes.lag2.lagg", "valid: name, lag, epochs, minibatches, lr, recipes, cells (did you mean 'lag'?)"),
+    ("[regimes.lag2]\nlagg = 2\n", "regimes.lag2.lagg", "valid: name, lag, epochs, minibatches, lr, recipes, cells, seeds (did you mean 'lag'?)"),
     ("[regimes.lag2]\nlag = -1\n", "regimes.lag2.lag", "got -1; expected an integer >= 0"),
     ("[regimes.mb]\nminibatches = 0\n", "regimes.mb.minibatches", "got 0; expected an integer >= 1"),
     ("[regimes.x]\nlag = 1.5\n", "regimes.x.lag", "got 1.5; expected an integer >= 0"),
@@ -107,6 +126,8 @@ def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
     ("[regimes.mb4]\nminibatches = 4\nrecipes = [\"dapo\"]\n", "regimes.mb4.recipes", "must include the report's baseline 'grpo'"),
     ("[regimes.mb4]\nminibatches = 4\nrecipes = []\n", "regimes.mb4.recipes", "a non-empty list of names"),
     ("[regimes.mb4]\nminibatches = 4\ncells = [\"chain_sum/nano\"]\n", "regimes.mb4.cells", "unknown cell 'chain_sum/nano'"),
+    ("[regimes.mb4]\nseeds = 0\n", "regimes.mb4.seeds", "got 0; expected a count >= 1"),
+    ("[regimes.mb4]\nseeds = [1, -2]\n", "regimes.mb4.seeds.1", "got -2; input should be greater than or equal to 0"),
     ("[regimes.lag2]\nlag = 2\n[overrides.dapo]\n\"recipe.updates.minibatches\" = 4\n",
      "overrides.dapo.recipe.updates", "set by the suite's [regimes] for every recipe alike"),
     ("[regimes.fast]\nlr = 1e-3\n[overrides.dapo]\n\"train.lr\" = 4e-4\n", "overrides.dapo.train.lr",
