@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from bench.report import stats  # noqa: E402
 
@@ -206,5 +207,48 @@ def step_metrics(curves: pl.DataFrame, metrics: dict[str, str], cells: list[str]
             ax.set_title(f"{cell}: {label}", fontsize=10)
             ax.set_xlabel(xlabels[cell])
             ax.set_ylabel(label)
+    _legend_outside(fig, axes)
+    return fig
+
+
+def scales(evals: pl.DataFrame, table: pl.DataFrame, groups: dict[str, list[str]], budgets: dict, colors: dict,
+           xlabels: dict, metric: str) -> plt.Figure:
+    """Per task/regime (one row each): held-out accuracy against compute (log x), one panel per
+    model scale, mean over seeds with a min–max band; the last panel: the primary metric's mean
+    and 95% interval per recipe against the model's parameters (log x). The warm start (compute 0)
+    cannot sit on a log axis and is left out of the curves."""
+    ncols = max(len(c) for c in groups.values()) + 1
+    fig, axes = _axes(ncols, nrows=len(groups), w=4.4, h=3.4)
+    for row, (label, cells) in zip(axes, groups.items()):
+        for ax, cell in zip(row, cells):
+            d = (evals.filter((pl.col("cell") == cell) & (pl.col("fraction") > 0))
+                 .with_columns((pl.col("fraction") * budgets[cell]).alias("x")))
+            if d.height:
+                sns.lineplot(d.to_pandas(), x="x", y="acc", hue="recipe",
+                             hue_order=[r for r in colors if r in set(d["recipe"])], palette=colors, errorbar=BAND,
+                             marker="o", ax=ax)
+            ax.set_xscale("log")
+            ax.set_title(cell, fontsize=10)
+            ax.set_xlabel(xlabels[cell])
+            ax.set_ylabel("held-out greedy accuracy")
+        for ax in row[len(cells):-1]:
+            ax.set_visible(False)
+        ax = row[-1]
+        t = table.filter(pl.col("cell").is_in(cells) & pl.col("params").is_not_null()
+                         & pl.col("primary_mean").is_not_null())
+        for recipe in [r for r in colors if r in set(t["recipe"])]:
+            g = t.filter(pl.col("recipe") == recipe).sort("params")
+            x, m = g["params"].to_numpy(), g["primary_mean"].to_numpy()
+            lo = g["primary_lo"].fill_null(float("nan")).to_numpy()
+            hi = g["primary_hi"].fill_null(float("nan")).to_numpy()
+            ax.errorbar(x, m, yerr=[np.nan_to_num(m - lo), np.nan_to_num(hi - m)], fmt="o-", color=colors[recipe],
+                        capsize=3, label=recipe)
+        ax.set_xscale("log")
+        sizes = sorted(set(t["params"].to_list()))
+        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap at 3 points
+        ax.set_xticks(sizes, [f"{p / 1e6:.3g}M" for p in sizes])
+        ax.set_title(f"{label}: {metric} by model size", fontsize=10)
+        ax.set_xlabel("model parameters")
+        ax.set_ylabel(metric)
     _legend_outside(fig, axes)
     return fig

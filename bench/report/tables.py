@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import polars as pl
 
 from algorithms.serialize import flatten
@@ -445,3 +446,115 @@ def claims(suite: Suite, data: Data) -> pl.DataFrame | None:
     return pl.DataFrame([{k: r[k] for k in cols} for r in rows], schema={
         k: pl.String if k in strings else pl.Int64 if k == "n" else pl.Boolean if k == "equivalent" else pl.Float64
         for k in cols})
+
+
+SCALE_COLUMNS = {"task": pl.String, "regime": pl.String, "scale": pl.String, "cell": pl.String, "params": pl.Int64,
+                 "recipe": pl.String, "n": pl.Int64, "primary": pl.String, "primary_mean": pl.Float64,
+                 "primary_lo": pl.Float64, "primary_hi": pl.Float64, "rank": pl.Int64, "diff": pl.Float64,
+                 "diff_lo": pl.Float64, "diff_hi": pl.Float64, "p_holm": pl.Float64, "verdict": pl.String,
+                 "change": pl.Float64, "change_lo": pl.Float64, "change_hi": pl.Float64, "change_p": pl.Float64,
+                 "change_p_holm": pl.Float64, "change_verdict": pl.String}
+
+
+def scale_groups(suite: Suite) -> dict[tuple[str, str], list]:
+    """(task, regime name or "") -> its cells in the suite's scale order, for the groups with ≥ 2 scales."""
+    groups: dict[tuple[str, str], list] = {}
+    for c in suite.cells:
+        groups.setdefault((c.task, c.regime.name if c.regime else ""), []).append(c)
+    return {k: v for k, v in groups.items() if len({c.scale for c in v}) >= 2}
+
+
+def welch_t(x, y, alpha: float = stats.ALPHA) -> tuple[float, float, float, float]:
+    """mean(y) − mean(x) of two independent samples with its (1 − α) Welch interval and two-sided
+    Welch t-test p (Satterthwaite df); nan interval and p under 2 values in either; p 0 or 1 when
+    neither varies (as stats.paired_t)."""
+    from scipy.stats import t as student
+
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if not a.size or not b.size:
+        return math.nan, math.nan, math.nan, math.nan
+    diff = float(b.mean() - a.mean())
+    if a.size < 2 or b.size < 2:
+        return diff, math.nan, math.nan, math.nan
+    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    se = math.sqrt(va + vb)
+    if se <= 1e-12 * max(1.0, abs(diff)):
+        return diff, diff, diff, 1.0 if abs(diff) <= 1e-12 else 0.0
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    tq = float(student.ppf(1 - alpha / 2, df))
+    return diff, diff - tq * se, diff + tq * se, float(2 * student.sf(abs(diff) / se, df))
+
+
+def scales(suite: Suite, data: Data, board: pl.DataFrame | None = None) -> pl.DataFrame | None:
+    """Per (task, regime) with ≥ 2 model scales, recipe and scale: how the comparison with the
+    baseline moves with model size; None when no task/regime of the suite spans two scales.
+
+    From the leaderboard (`board`, computed when not given): n, the primary metric's mean and
+    bootstrap interval, Δ vs the baseline (paired t interval), p_holm and verdict at that scale.
+    rank: 1 = best mean among the cell's recipes (ties share the better rank). params: the model's
+    parameters recorded in the scale's run.json (null before any run). Scales are in the suite's
+    order; for each scale after the first, change is the difference of the recipe's mean paired
+    difference at this scale from that at the first, with its 95% Welch interval and p over the
+    per-seed paired differences of the two scales (different models: not paired across scales);
+    change_p_holm adjusts over the group's changes (recipes × later scales), and change_verdict is
+    improves / worsens (against the baseline, at Holm p < 0.05) or undecided.
+    """
+    groups = scale_groups(suite)
+    if not groups:
+        return None
+    board = leaderboard(suite, data) if board is None else board
+    runs, base, rs = per_run(suite, data), baseline(suite), suite.report
+    by = {(r["cell"], r["recipe"]): r for r in board.iter_rows(named=True)}
+    params = _params(data)
+    out = []
+    for (task, regime), cells in groups.items():
+        rows = []
+        for cell in cells:
+            ranked = sorted((by[(cell.name, r)]["primary_mean"], r) for r in suite.cell_recipes(cell)
+                            if by[(cell.name, r)]["primary_mean"] is not None)
+            means = [m for m, _ in ranked]
+            for recipe in suite.cell_recipes(cell):
+                b = by[(cell.name, recipe)]
+                m = b["primary_mean"]
+                rank = None if m is None else 1 + sum(v > m if rs.higher_is_better else v < m for v in means)
+                rows.append({"task": task, "regime": regime, "scale": cell.scale, "cell": cell.name,
+                             "params": params.get(cell.name), "recipe": recipe, "n": b["n"], "primary": rs.primary,
+                             **{k: b[k] for k in ("primary_mean", "primary_lo", "primary_hi", "diff", "diff_lo",
+                                                  "diff_hi", "p_holm", "verdict")},
+                             "rank": rank, "change": None, "change_lo": None, "change_hi": None, "change_p": None,
+                             "change_p_holm": None, "change_verdict": None})
+        first = cells[0].name
+        tested = []
+        for row in rows:
+            if row["recipe"] == base or row["cell"] == first:
+                continue
+            d0 = _paired_diffs(runs, first, row["recipe"], base)
+            d1 = _paired_diffs(runs, row["cell"], row["recipe"], base)
+            row["change"], row["change_lo"], row["change_hi"], row["change_p"] = welch_t(d0, d1)
+            tested.append(row)
+        for row, p_holm in zip(tested, stats.holm([r["change_p"] for r in tested])):
+            row["change_p_holm"] = p_holm
+            decided = math.isfinite(p_holm) and p_holm < stats.ALPHA
+            row["change_verdict"] = ("improves" if (row["change"] > 0) == rs.higher_is_better else "worsens") \
+                if decided else "undecided"
+        order = {r: i for i, r in enumerate(suite.recipes)}
+        out += sorted(rows, key=lambda r: (order[r["recipe"]], [c.name for c in cells].index(r["cell"])))
+    frame = pl.DataFrame([{k: r[k] for k in SCALE_COLUMNS} for r in out], schema=SCALE_COLUMNS)
+    return frame.with_columns(pl.col(pl.Float64).fill_nan(None))
+
+
+def _paired_diffs(runs: pl.DataFrame, cell: str, recipe: str, base: str) -> np.ndarray:
+    """Per-seed recipe − baseline on the primary metric in one cell (the seeds both finished)."""
+    x, y = stats.paired(_by_seed(runs, cell, recipe, "primary"), _by_seed(runs, cell, base, "primary"))
+    return x - y
+
+
+def _params(data: Data) -> dict[str, int]:
+    """cell -> the model's parameter count recorded by its runs (run.json "model"), the first run id's."""
+    out: dict[str, int] = {}
+    for rid, cell in sorted(zip(data.runs["run_id"], data.runs["cell"])):
+        model = data.metas.get(rid, {}).get("model") or {}
+        if cell not in out and model.get("params"):
+            out[cell] = int(model["params"])
+    return out

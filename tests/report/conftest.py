@@ -89,3 +89,12 @@ def tiny(tmp_path_factory):
     s = suites.load(path)
     root = d / "results"
     return s, root, write_results(root, s)
+
+
+@pytest.fixture(scope="session")
+def fake_runs():
+    """This module's record helpers (meta, curves, STEPS) for tests that write runs of their own suites
+    (test modules cannot import one of several conftest.py files reliably)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(meta=meta, curves=curves, steps=STEPS)
