@@ -257,6 +257,10 @@ class Regime(Section):
     # the seeds this regime's cells run (a count or a list); None: the suite's. A noisier regime can
     # take more seeds than the others, so every cell reaches the power the suite needs
     seeds: Annotated[tuple[Seed, ...] | None, BeforeValidator(_seed_list)] = None
+    # the compute budget of this regime's cells (FLOPs, or '40steps', '5e5tokens'); None: the
+    # suite's [budget] for the task/scale. Many updates per batch learn most of what they will in the
+    # first batches, so an off-policy cell can be sized on its own curve
+    budget: Budget | None = None
 
     @property
     def updates_per_batch(self) -> int:

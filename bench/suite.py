@@ -25,6 +25,7 @@
     recipes = ["grpo", "dapo"]        # optional: only these of the suite's recipes run in this regime
     cells = ["addition/nano"]         # optional: only in these task/scale cells
     seeds = 20                        # optional: this regime's cells run more (or other) seeds
+    budget = 1e11                     # optional: this regime's cells' budget (else the suite's [budget])
     [report]                          # how the report decides (not hashed: changing it reruns nothing)
     primary = "auc"                   # auc | final | plateau | compute_to:0.5 (declared before the runs)
     baseline = "grpo"                 # what every recipe is compared with, paired by seed
@@ -422,5 +423,6 @@ def _cells(f: SuiteFile, regimes: list[Regime], err) -> list[Cell]:
         except ConfigError as e:
             raise err(f"budget.{g}", str(e)) from None
         t, s = g.split("/", 1)
-        cells += [Cell(t, s, budget, r) for r in regimes or [None] if r is None or r.cells is None or g in r.cells]
+        cells += [Cell(t, s, r.budget if r is not None and r.budget is not None else budget, r)
+                  for r in regimes or [None] if r is None or r.cells is None or g in r.cells]
     return cells

@@ -105,8 +105,14 @@ def summary(ctx: Context) -> list:
     out = [Heading(2, "Summary")]
     if ctx.suite.description:
         out.append(Para(ctx.suite.description))
-    cells = ", ".join(f"{c.name} (budget {budget_text(c.budget)})" for c in ctx.suite.cells)
-    out.append(Para(f"{len(ctx.suite.recipes)} recipes × {len(ctx.suite.seeds)} seeds on {cells}: "
+    su = ctx.suite
+    if all(su.cell_seeds(c) == su.seeds for c in su.cells):
+        cells = ", ".join(f"{c.name} (budget {budget_text(c.budget)})" for c in su.cells)
+        grid = f"{len(su.recipes)} recipes × {len(su.seeds)} seeds on {cells}"
+    else:  # a regime runs its own seeds: say each cell's
+        grid = ", ".join(f"{c.name} ({len(su.cell_recipes(c))} recipes × {len(su.cell_seeds(c))} seeds, budget "
+                         f"{budget_text(c.budget)})" for c in su.cells)
+    out.append(Para(f"{grid}: "
                     f"{runs.height} runs expected, {_count(runs, 'finished')} finished, {_count(runs, 'diverged')} "
                     f"diverged, {_count(runs, 'failed')} failed, {_count(runs, 'missing')} without a record. "
                     "Statistics use finished runs only; the others are listed under "

@@ -96,6 +96,13 @@ def test_a_regime_may_run_more_seeds_and_shares_the_suites_run_ids(tmp_path):
     assert {c.tags["regime"] for c in s.expand(s.parse_only(["seed=4"]))} == {"mb4"}
     with pytest.raises(ValueError, match="valid: 0, 1, 2, 3, 4"):
         s.parse_only(["seed=5"])
+    # a regime's own budget sizes its cells; the others keep the suite's
+    sized = load(tmp_path, BASE + '[regimes.on_policy]\n[regimes.mb4]\nminibatches = 4\nbudget = 1e9\n')
+    assert {c.name: (c.budget.value, c.budget.kind) for c in sized.cells} == {
+        "addition/nano/on_policy": (2e9, "flops"), "addition/nano/mb4": (1e9, "flops")}
+    assert {c.budget.value for c in sized.expand() if c.tags["regime"] == "mb4"} == {1e9}
+    steps = load(tmp_path, BASE + '[regimes.mb4]\nminibatches = 4\nbudget = "12steps"\n')
+    assert str(steps.cells[0].budget) == "12steps"
     # a list works as in the suite's own `seeds`
     listed = load(tmp_path, BASE + '[regimes.mb4]\nminibatches = 4\nseeds = [0, 7]\n')
     assert listed.cell_seeds("addition/nano/mb4") == (0, 7)
@@ -115,7 +122,7 @@ def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
 
 
 @pytest.mark.parametrize("extra, key, needle", [
-    ("[regimes.lag2]\nlagg = 2\n", "regimes.lag2.lagg", "valid: name, lag, epochs, minibatches, lr, recipes, cells, seeds (did you mean 'lag'?)"),
+    ("[regimes.lag2]\nlagg = 2\n", "regimes.lag2.lagg", "valid: name, lag, epochs, minibatches, lr, recipes, cells, seeds, budget (did you mean 'lag'?)"),
     ("[regimes.lag2]\nlag = -1\n", "regimes.lag2.lag", "got -1; expected an integer >= 0"),
     ("[regimes.mb]\nminibatches = 0\n", "regimes.mb.minibatches", "got 0; expected an integer >= 1"),
     ("[regimes.x]\nlag = 1.5\n", "regimes.x.lag", "got 1.5; expected an integer >= 0"),
@@ -128,6 +135,8 @@ def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
     ("[regimes.mb4]\nminibatches = 4\ncells = [\"chain_sum/nano\"]\n", "regimes.mb4.cells", "unknown cell 'chain_sum/nano'"),
     ("[regimes.mb4]\nseeds = 0\n", "regimes.mb4.seeds", "got 0; expected a count >= 1"),
     ("[regimes.mb4]\nseeds = [1, -2]\n", "regimes.mb4.seeds.1", "got -2; input should be greater than or equal to 0"),
+    ("[regimes.mb4]\nbudget = -1\n", "regimes.mb4.budget.value", "got -1.0; expected a finite number > 0"),
+    ("[regimes.mb4]\nbudget = \"40stepz\"\n", "regimes.mb4.budget", "40stepz"),
     ("[regimes.lag2]\nlag = 2\n[overrides.dapo]\n\"recipe.updates.minibatches\" = 4\n",
      "overrides.dapo.recipe.updates", "set by the suite's [regimes] for every recipe alike"),
     ("[regimes.fast]\nlr = 1e-3\n[overrides.dapo]\n\"train.lr\" = 4e-4\n", "overrides.dapo.train.lr",
