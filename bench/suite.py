@@ -33,7 +33,9 @@
     plateau_from = 0.75               # plateau: mean accuracy of the evaluations at >= this fraction
     [claims.NAME]                     # optional: a literature claim as a paired contrast (report: Claims)
     paper = "Yu et al. 2025, DAPO"    # a = recipe or recipe@cell, b likewise; metric auc | final |
-    claim = "clip-higher keeps entropy up"   # plateau | steps:COLUMN; expect greater | less | equivalent
+    claim = "clip-higher keeps entropy up"   # plateau | auc_to:FLOPS | steps:COLUMN; expect greater |
+                                             # less | equivalent. auc_to:1e11: mean accuracy over the
+                                             # first 1e11 FLOPs, for arms whose cells' budgets differ
     cell = "addition/nano/stale"
     a = "dapo"
     b = "grpo"
@@ -60,6 +62,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -387,11 +390,21 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
         if c.arm("a") == c.arm("b"):
             raise err(f"claims.{name}.b", "the same arm as a: a claim contrasts two arms")
         metric = c.metric
-        if metric not in ACCURACY_METRICS:
+        if metric.startswith("auc_to:"):
+            x = _auc_to(metric)
+            if x is None:
+                raise err(f"claims.{name}.metric", f"got {metric!r}; auc_to:FLOPS needs a compute > 0 in FLOPs, "
+                          "e.g. auc_to:1e11")
+            for which in ("a", "b"):
+                budget = next(cl.budget for cl in suite.cells if cl.name == c.arm(which)[1])
+                if budget.kind != "flops" or budget.value < x:
+                    raise err(f"claims.{name}.metric", f"{metric}: arm {which}'s cell {c.arm(which)[1]} has budget "
+                              f"{budget}; auc_to needs FLOPs budgets of at least {x:g} in both arms")
+        elif metric not in ACCURACY_METRICS:
             col = metric.removeprefix("steps:")
             if not metric.startswith("steps:") or col not in STEP_SCHEMA:
-                raise err(f"claims.{name}.metric", f"got {metric!r}; expected {', '.join(ACCURACY_METRICS)} or "
-                          "steps:COLUMN with COLUMN a steps.parquet column"
+                raise err(f"claims.{name}.metric", f"got {metric!r}; expected {', '.join(ACCURACY_METRICS)}, "
+                          "auc_to:FLOPS or steps:COLUMN with COLUMN a steps.parquet column"
                           + (f" ({unknown('column', col, list(STEP_SCHEMA))})" if metric.startswith("steps:") else ""))
             if c.expect == "equivalent" and c.margin is None:
                 raise err(f"claims.{name}.margin", "an equivalence claim on a steps: metric needs its own margin "
@@ -406,6 +419,15 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
             except ValueError as e:
                 raise err(f"overrides.{recipe}", str(e)) from None
     return suite
+
+
+def _auc_to(metric: str) -> float | None:
+    """The compute X of a claim metric 'auc_to:X' (FLOPs), or None when X is not a number > 0."""
+    try:
+        x = float(metric.removeprefix("auc_to:"))
+    except ValueError:
+        return None
+    return x if math.isfinite(x) and x > 0 else None
 
 
 def _cells(f: SuiteFile, regimes: list[Regime], err) -> list[Cell]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from algorithms.serialize import flatten
 from bench import models, results, tasks
 from bench.config import RunConfig
-from bench.harness.runner import Plan, fmt_seconds
+from bench.harness.runner import Plan, fmt_seconds, unique_runs
 from bench.suite import Suite
 from bench.warmstart import cache_dir, warmstart_key
 
@@ -91,11 +91,16 @@ def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, cali
     from bench.engine import checkpoint
 
     out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
+    cells = [c for c in suite.cells if any(r.tags["cell"] == c.name for r in cfgs)]
+    n_recipes, n_seeds = len({c.recipe.name for c in cfgs}), len({c.seed for c in cfgs})
+    grid = (f"{len(cells)} cell(s) × {n_recipes} recipe(s) × {n_seeds} seed(s)"
+            if len(cfgs) == len(cells) * n_recipes * n_seeds else
+            ", ".join(f"{c.name}: {sum(r.tags['cell'] == c.name for r in cfgs)}" for c in cells))  # regime subsets
+    n_cell_runs, cfgs = len(cfgs), unique_runs(cfgs)
+    shared = f" ({n_cell_runs} cell runs, {n_cell_runs - len(cfgs)} shared by two cells)" if n_cell_runs > len(cfgs) else ""
     done = {c.run_id for c in cfgs if results.is_finished(root, c.run_id)}
     pending = [c for c in cfgs if c.run_id not in done]
-    cells = [c for c in suite.cells if any(r.tags["cell"] == c.name for r in cfgs)]
-    print(f"suite {suite.name} ({suite.path}): {len(cfgs)} runs = {len(cells)} cell(s) × "
-          f"{len({c.recipe.name for c in cfgs})} recipe(s) × {len({c.seed for c in cfgs})} seed(s); "
+    print(f"suite {suite.name} ({suite.path}): {len(cfgs)} runs{shared} = {grid}; "
           f"{len(done)} finished, {len(pending)} pending", file=out)
     if suite.description:
         print(f"  {suite.description}", file=out)

@@ -138,11 +138,21 @@ def fmt_seconds(s: float | None) -> str:
     return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
 
 
+def unique_runs(cfgs: list[RunConfig]) -> list[RunConfig]:
+    """Each run once, in first-seen order: two cells that differ only in the seeds or recipes their
+    regimes run (e.g. on_policy and on_policy30) share the runs of their common seeds."""
+    seen: dict[str, RunConfig] = {}
+    for c in cfgs:
+        seen.setdefault(c.run_id, c)
+    return list(seen.values())
+
+
 def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry_failed: bool = False,
               out=None, options: dict | None = None) -> int:
     """Execute the pending runs of cfgs. Returns 0 when every run has a finished or diverged record.
     options: worker.run_one's execution settings (checkpoint_every, report_to)."""
     out = out or sys.stdout  # resolved per call: a default bound at import outlives a replaced stdout
+    cfgs = unique_runs(cfgs)
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     n_stale = clean_stale_temp(root)

@@ -58,11 +58,14 @@ STEP_OPTIONAL = ["policy/ratio_mean", "policy/ratio_max", "policy/ratio_dev_frac
 def load(suite: Suite, root: Path) -> Data:
     """Read the suite's runs from results root (a missing root is an empty results directory)."""
     root = Path(root)
-    cfgs = {c.run_id: c for c in suite.expand()}
+    expanded = suite.expand()
+    cfgs = {c.run_id: c for c in expanded}
     order = {name: i for i, name in enumerate(suite.recipes)}
+    # one row per cell a run belongs to: two regimes that differ only in their seeds or recipes share
+    # runs (the same experiment), and each of their cells reads them
     expected = pl.DataFrame(
-        [{"run_id": rid, "cell": c.tags["cell"], "recipe": c.recipe.name, "seed": c.seed, "budget": c.budget.value,
-          "budget_kind": c.budget.kind, "rank": order[c.recipe.name]} for rid, c in cfgs.items()],
+        [{"run_id": c.run_id, "cell": c.tags["cell"], "recipe": c.recipe.name, "seed": c.seed, "budget": c.budget.value,
+          "budget_kind": c.budget.kind, "rank": order[c.recipe.name]} for c in expanded],
         schema={"run_id": pl.String, "cell": pl.String, "recipe": pl.String, "seed": pl.Int64,
                 "budget": pl.Float64, "budget_kind": pl.String, "rank": pl.Int64})
     metas = {rid: json.loads((results.run_dir(root, rid) / "run.json").read_text())

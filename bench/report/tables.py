@@ -387,11 +387,35 @@ def curve_frame(data: Data, value_cols: list[str], frame: str = "steps") -> pl.D
 CLAIM_VERDICTS = ("reproduced", "contradicted", "undecided")
 
 
-def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, metric: str, recipe: str, cell: str) -> dict:
-    """seed -> the arm's value of a claim's metric: a per-run accuracy metric (runs), or the mean of
-    a steps column over the run's budget bins (steps: finished runs' binned steps, compute-weighted)."""
+def auc_to(flops, acc, x: float) -> float:
+    """Mean held-out accuracy over the first x FLOPs: the trapezoid area under accuracy against
+    compute from 0 to x (interpolated at x) divided by x; nan when the run's evaluations stop before x.
+    Unlike auc (over each run's own budget) it compares runs whose budgets differ at equal compute."""
+    f, a = np.asarray(flops, dtype=float), np.asarray(acc, dtype=float)
+    ok = np.isfinite(f) & np.isfinite(a)
+    f, a = f[ok], a[ok]
+    order = np.argsort(f, kind="stable")
+    f, a = f[order], a[order]
+    if f.size < 2 or f[-1] < x * (1 - 1e-9):  # a run's last evaluation lands within rounding of its budget
+        return math.nan
+    keep = f < x
+    fx, ax = np.append(f[keep], x), np.append(a[keep], np.interp(x, f, a))
+    return float(np.sum((fx[1:] - fx[:-1]) * (ax[1:] + ax[:-1]) / 2) / (x - fx[0]))
+
+
+def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, metric: str, recipe: str, cell: str,
+                  evals: pl.DataFrame | None = None) -> dict:
+    """seed -> the arm's value of a claim's metric: a per-run accuracy metric (runs), the mean
+    accuracy over the first X FLOPs (auc_to:X, from the evaluations), or the mean of a steps column
+    over the run's budget bins (steps: finished runs' binned steps, compute-weighted)."""
     if metric in METRICS:
         return _by_seed(runs, cell, recipe, metric)
+    if metric.startswith("auc_to:"):
+        x = float(metric.removeprefix("auc_to:"))
+        g = finished(evals).filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
+        out = {seed: auc_to(r["flops"].to_numpy(), r["acc"].to_numpy(), x)
+               for (seed,), r in g.group_by("seed", maintain_order=True)}
+        return {k: v for k, v in out.items() if math.isfinite(v)}
     col = metric.removeprefix("steps:")
     if col not in steps.columns:
         return {}
@@ -426,11 +450,12 @@ def claims(suite: Suite, data: Data) -> pl.DataFrame | None:
     rows, ps = [], []
     for c in suite.claims:
         (ra, ca), (rb, cb) = c.arm("a"), c.arm("b")
-        va = _claim_values(runs, steps, c.metric, ra, ca)
-        vb = _claim_values(runs, steps, c.metric, rb, cb)
+        va = _claim_values(runs, steps, c.metric, ra, ca, data.evals)
+        vb = _claim_values(runs, steps, c.metric, rb, cb, data.evals)
         x, y = stats.paired(va, vb)
         t = stats.paired_t(x, y)
-        margin = c.margin if c.margin is not None else (suite.report.margin if c.metric in METRICS else math.nan)
+        accuracy = c.metric in METRICS or c.metric.startswith("auc_to:")
+        margin = c.margin if c.margin is not None else (suite.report.margin if accuracy else math.nan)
         eq = bool(math.isfinite(margin) and stats.equivalent(x, y, margin))
         ps.append(t.p)
         rows.append({"claim": c.name, "paper": c.paper, "statement": c.claim, "metric": c.metric,

@@ -108,6 +108,21 @@ def test_a_regime_may_run_more_seeds_and_shares_the_suites_run_ids(tmp_path):
     assert listed.cell_seeds("addition/nano/mb4") == (0, 7)
 
 
+def test_regimes_that_differ_only_in_seeds_share_runs_and_both_cells_read_them(tmp_path):
+    s = load(tmp_path, BASE + '[regimes.on_policy]\n[regimes.on_policy4]\nrecipes = ["grpo", "dapo"]\nseeds = 4\n')
+    cfgs = s.expand()
+    ids = [c.run_id for c in cfgs]
+    assert len(ids) == 3 * 2 + 2 * 4 and len(set(ids)) == 3 * 2 + 2 * 2  # seeds 0, 1 of grpo and dapo are shared
+    from bench.harness.runner import unique_runs
+    assert [c.run_id for c in unique_runs(cfgs)] == list(dict.fromkeys(ids))
+    from bench.report import data
+    runs = data.load(s, tmp_path / "results").runs  # every cell lists its runs, shared or not
+    assert runs.height == 14
+    grpo0 = next(c.run_id for c in cfgs if c.recipe.name == "grpo" and c.seed == 0)
+    assert sorted(runs.filter(runs["run_id"] == grpo0)["cell"].to_list()) == [
+        "addition/nano/on_policy", "addition/nano/on_policy4"]
+
+
 def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
     plain = load(tmp_path, BASE)
     assert [c.name for c in plain.cells] == ["addition/nano"]

@@ -61,6 +61,10 @@ def test_claims_parse_and_select_their_runs(tmp_path):
     (('b = "dr_grpo"', 'b = "grpo"'), "claims.std.b", "the same arm as a"),
     (('"steps:adv/low_std_weight_frac"', '"steps:adv/nope"'), "claims.std.metric", "steps:COLUMN"),
     (('"steps:adv/low_std_weight_frac"', '"accuracy"'), "claims.std.metric", "expected auc, final, plateau"),
+    (('"steps:adv/low_std_weight_frac"', '"auc_to:x"'), "claims.std.metric", "auc_to:FLOPS needs a compute > 0"),
+    (('"steps:adv/low_std_weight_frac"', '"auc_to:0"'), "claims.std.metric", "auc_to:FLOPS needs a compute > 0"),
+    (('"steps:adv/low_std_weight_frac"', '"auc_to:3e9"'), "claims.std.metric",
+     "has budget 2e+09flops; auc_to needs FLOPs budgets of at least 3e+09 in both arms"),
     (('expect = "greater"', 'expect = "bigger"'), "claims.std.expect", "bigger"),
     (('expect = "greater"', 'expect = "equivalent"'), "claims.std.margin", "needs its own margin"),
     (('paper = "Liu et al. 2025"\n', ''), "claims.std.paper", "missing"),
@@ -70,6 +74,19 @@ def test_bad_claims_fail_with_file_and_key(tmp_path, change, key, needle):
         load(tmp_path, BASE + GOOD.replace(*change))
     msg = str(e.value)
     assert msg.startswith(str(tmp_path / "s.toml")) and f"{key}" in msg and needle in msg, msg
+
+
+def test_auc_to_compares_runs_at_equal_compute():
+    import math
+    # accuracy 0 -> 0.6 at 1e9 then flat to 2e9: over the first 1e9 the mean is 0.3, over 2e9 0.45
+    f, a = [0.0, 1e9, 2e9], [0.0, 0.6, 0.6]
+    assert T.auc_to(f, a, 1e9) == pytest.approx(0.3) and T.auc_to(f, a, 2e9) == pytest.approx(0.45)
+    # interpolated between evaluations, and the same over a run's own budget as auc
+    assert T.auc_to(f, a, 0.5e9) == pytest.approx(0.15)
+    from bench.report import stats
+    assert T.auc_to(f, a, 2e9) == pytest.approx(stats.curve_auc([0, 0.5, 1], a))
+    assert math.isnan(T.auc_to(f, a, 3e9))  # the run stopped before
+    assert math.isnan(T.auc_to([0.0], [0.1], 1e9))
 
 
 def test_verdict_rule():
@@ -88,6 +105,11 @@ def test_verdict_rule():
 def test_shipped_claims_suite_shares_math_smalls_runs():
     claims, small = suites.load("claims"), suites.load("math-small")
     assert len(claims.claims) >= 8 and all(c.paper and c.claim for c in claims.claims)
-    assert {c.run_id for c in claims.expand()} <= {c.run_id for c in small.expand()}
+    # an arm that math-small also runs (the same recipe, cell and seed) is the same run: one results
+    # directory holds both suites, and the claims' own cells only add runs
+    ours = {(c.recipe.name, c.tags["cell"], c.seed): c.run_id for c in claims.expand()}
+    theirs = {(c.recipe.name, c.tags["cell"], c.seed): c.run_id for c in small.expand()}
+    shared = set(ours) & set(theirs)
+    assert len(shared) >= 100 and all(ours[k] == theirs[k] for k in shared)
     for c in claims.claims:  # each claim reruns alone
         assert claims.expand(claims.parse_only([f"claim={c.name}"]))
