@@ -94,7 +94,8 @@ def test_new_fields_at_their_default_leave_run_ids_alone():
 
 def test_every_committed_run_json_round_trips_exactly():
     files = sorted({f.resolve() for f in REPORTS.glob("*/data/runs/*/run.json")})  # every published run, once
-    assert len(list(RUNS.glob("*/run.json"))) == 180 and len(files) == 180 + 49  # reports/claims/data links to math-small's
+    # math-small 180, claims' own 130 (its data/ links math-small's for the rest), the pilot's 49, ...
+    assert len(list(RUNS.glob("*/run.json"))) == 180 and len(files) >= 180 + 130 + 49
     for f in files:
         rec = json.loads(f.read_text())
         cfg = RunConfig.from_dict(rec["config"])
