@@ -13,7 +13,7 @@ def test_default_spaces_cover_every_recipe_and_fit_its_config():
     s = suites.load("math-small")
     assert set(search_spaces.RECIPE) == set(algorithms.names())
     specs = study.plan(s, list(s.recipes), list(s.cells), tune_settings.from_suite(s))
-    assert len(specs) == 12 + 6  # each cell's own recipes (the 32mb regime runs six)
+    assert len(specs) == 12 + 3  # each cell's own recipes (the 32mb regime runs three)
     cell = "addition/nano/on_policy"
     by = {(p.recipe, p.cell.replace(cell, "addition/nano")): p for p in specs}
     paths = {r: [q.path for q in by[(r, "addition/nano")].space] for r in s.recipes}
