@@ -228,6 +228,7 @@ def scales(evals: pl.DataFrame, table: pl.DataFrame, groups: dict[str, list[str]
                              hue_order=[r for r in colors if r in set(d["recipe"])], palette=colors, errorbar=BAND,
                              marker="o", ax=ax)
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # a narrow log range labels its minor ticks, overlapping
             ax.set_title(cell, fontsize=10)
             ax.set_xlabel(xlabels[cell])
             ax.set_ylabel("held-out greedy accuracy")
