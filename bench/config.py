@@ -228,14 +228,16 @@ def _names(v: Any) -> Any:
     return v
 
 
+def _count_or_list(v: Any) -> Any:
+    """seeds = 3 means seeds [0, 1, 2]; anything else is left to the field's own validation."""
+    return list(range(v)) if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else v
+
+
 def _seed_list(v: Any) -> Any:
-    """A count (seeds = 20: seeds 0..19) or a list of seeds, as a tuple; None stays None."""
-    if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
-        return tuple(range(v))
-    if isinstance(v, list) and v:
-        return tuple(v)
-    if v is None:
-        return v
+    """A regime's seeds: a count or a non-empty list (as a tuple, so the section stays hashable); None stays None."""
+    v = _count_or_list(v)
+    if v is None or isinstance(v, list) and v:
+        return v if v is None else tuple(v)
     raise ValueError(f"got {v!r}; expected a count >= 1 (seeds = 20) or a non-empty list of seeds")
 
 

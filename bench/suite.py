@@ -74,7 +74,7 @@ from pydantic import BeforeValidator, Field, field_validator
 import algorithms
 from bench import models, rewards as reward_fns, tasks
 from bench.config import (ACCURACY_METRICS, DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, Claim, EvalSchedule, Regime, ReportSettings, Resources,
-                          RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, check_device)
+                          RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, _count_or_list, check_device)
 from bench.results import STEP_SCHEMA
 from bench.typed import ConfigError, Section, merge, unflatten
 from bench.textfile import read_text
@@ -95,10 +95,6 @@ class SuiteError(ValueError):
 
 def _one_or_many(v: Any) -> Any:
     return [v] if isinstance(v, str) else v
-
-
-def _count_or_list(v: Any) -> Any:
-    return list(range(v)) if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else v
 
 
 Names = Annotated[list[str], BeforeValidator(_one_or_many), Field(min_length=1)]
@@ -197,17 +193,19 @@ class Suite:
             patch = merge(patch, cell.regime.patch())
         return cfg.with_values(patch) if patch else cfg
 
+    def cell(self, cell: Cell | str) -> Cell:
+        """A cell of the suite by name (a Cell passes through)."""
+        return cell if isinstance(cell, Cell) else next(c for c in self.cells if c.name == cell)
+
     def cell_recipes(self, cell: Cell | str) -> tuple[str, ...]:
         """The recipes that run in a cell, in the suite's order (a regime may name a subset)."""
-        if isinstance(cell, str):
-            cell = next(c for c in self.cells if c.name == cell)
+        cell = self.cell(cell)
         only = cell.regime.recipes if cell.regime else None
         return self.recipes if only is None else tuple(r for r in self.recipes if r in only)
 
     def cell_seeds(self, cell: Cell | str) -> tuple[int, ...]:
         """The seeds a cell runs: its regime's `seeds` where it sets them, else the suite's."""
-        if isinstance(cell, str):
-            cell = next(c for c in self.cells if c.name == cell)
+        cell = self.cell(cell)
         return cell.regime.seeds if cell.regime and cell.regime.seeds is not None else self.seeds
 
     @property
@@ -396,7 +394,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
                 raise err(f"claims.{name}.metric", f"got {metric!r}; auc_to:FLOPS needs a compute > 0 in FLOPs, "
                           "e.g. auc_to:1e11")
             for which in ("a", "b"):
-                budget = next(cl.budget for cl in suite.cells if cl.name == c.arm(which)[1])
+                budget = suite.cell(c.arm(which)[1]).budget
                 if budget.kind != "flops" or budget.value < x:
                     raise err(f"claims.{name}.metric", f"{metric}: arm {which}'s cell {c.arm(which)[1]} has budget "
                               f"{budget}; auc_to needs FLOPs budgets of at least {x:g} in both arms")

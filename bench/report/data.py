@@ -153,5 +153,5 @@ def max_new_tokens(suite: Suite, data: Data, cell: str) -> int:
         return suite.train.max_new_tokens
     from bench import tasks
 
-    task = next(c for c in suite.cells if c.name == cell).task
+    task = suite.cell(cell).task
     return int(tasks.get(task, **suite.task_params.get(task, {})).max_new_tokens)

@@ -9,6 +9,7 @@ depends only on its inputs and the seed, never on what was computed before it.
     prob_improvement_ci          its stratified bootstrap interval (X and Y resampled separately)
     mann_whitney_p               two-sided Mann–Whitney p-value (exact for small samples, no ties)
     paired_t                     paired comparison by seed: mean difference, t interval, two-sided p
+    welch_t                      two independent samples: difference of means, Welch interval and p
     holm                         Holm's step-down adjustment of a family of p-values
     paired_mdd, seeds_needed     minimum detectable difference at a power, and seeds for a given one
     equivalent                   TOST: the (1 − 2α) interval of the difference inside ±margin
@@ -173,7 +174,7 @@ def paired_t(x, y, alpha: float = ALPHA) -> Paired:
     """
     from scipy.stats import t as student
 
-    xa, ya = _finite_pairs(x, y)
+    xa, ya = finite_pairs(x, y)
     d = xa - ya
     n = int(d.size)
     nan = math.nan
@@ -189,6 +190,27 @@ def paired_t(x, y, alpha: float = ALPHA) -> Paired:
     tq = float(student.ppf(1 - alpha / 2, n - 1))
     p = float(2 * student.sf(abs(diff) / se, n - 1))
     return Paired(n, diff, sd, diff - tq * se, diff + tq * se, p)
+
+
+def welch_t(x, y, alpha: float = ALPHA) -> tuple[float, float, float, float]:
+    """mean(y) − mean(x) of two independent samples with its (1 − α) Welch interval and two-sided
+    Welch t-test p (Satterthwaite df); nan interval and p under 2 values in either; p 0 or 1 when
+    neither varies (as paired_t)."""
+    from scipy.stats import t as student
+
+    a, b = _clean(x), _clean(y)
+    if not a.size or not b.size:
+        return math.nan, math.nan, math.nan, math.nan
+    diff = float(b.mean() - a.mean())
+    if a.size < 2 or b.size < 2:
+        return diff, math.nan, math.nan, math.nan
+    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    se = math.sqrt(va + vb)
+    if se <= 1e-12 * max(1.0, abs(diff)):
+        return diff, diff, diff, 1.0 if abs(diff) <= 1e-12 else 0.0
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    tq = float(student.ppf(1 - alpha / 2, df))
+    return diff, diff - tq * se, diff + tq * se, float(2 * student.sf(abs(diff) / se, df))
 
 
 def holm(pvals) -> list[float]:
@@ -264,7 +286,7 @@ def equivalent(x, y, margin: float, alpha: float = ALPHA) -> bool:
     return bool(r.n >= 2 and math.isfinite(r.lo) and -margin < r.lo and r.hi < margin)
 
 
-def _finite_pairs(x, y) -> tuple[np.ndarray, np.ndarray]:
+def finite_pairs(x, y) -> tuple[np.ndarray, np.ndarray]:
     """x and y as float64 arrays, keeping the pairs where both are finite."""
     xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     ok = np.isfinite(xa) & np.isfinite(ya)
@@ -273,7 +295,7 @@ def _finite_pairs(x, y) -> tuple[np.ndarray, np.ndarray]:
 
 def curve_auc(x, y) -> float:
     """Trapezoid area under y(x) divided by the x range: the curve's mean height (nan under 2 points)."""
-    xa, ya = _finite_pairs(x, y)
+    xa, ya = finite_pairs(x, y)
     if xa.size < 2 or np.ptp(xa) == 0:
         return math.nan
     order = np.argsort(xa, kind="stable")
@@ -283,7 +305,7 @@ def curve_auc(x, y) -> float:
 
 def linear_slope(x, y) -> float:
     """Least-squares slope of y on x over the finite pairs (nan under 2 distinct x)."""
-    xa, ya = _finite_pairs(x, y)
+    xa, ya = finite_pairs(x, y)
     if xa.size < 2 or np.ptp(xa) == 0:
         return math.nan
     xc = xa - xa.mean()

@@ -290,7 +290,7 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
     rows = []
     for cell in [c.name for c in suite.cells]:
         for recipe in suite.cell_recipes(cell):
-            cfg = suite.run_config(next(c for c in suite.cells if c.name == cell), recipe, suite.seeds[0])
+            cfg = suite.run_config(suite.cell(cell), recipe, suite.seeds[0])
             r, lag = cfg.recipe, cfg.rollout.lag
             g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
             row = {"cell": cell, "recipe": recipe, "objective": r.objective.tag,
@@ -391,28 +391,25 @@ def auc_to(flops, acc, x: float) -> float:
     """Mean held-out accuracy over the first x FLOPs: the trapezoid area under accuracy against
     compute from 0 to x (interpolated at x) divided by x; nan when the run's evaluations stop before x.
     Unlike auc (over each run's own budget) it compares runs whose budgets differ at equal compute."""
-    f, a = np.asarray(flops, dtype=float), np.asarray(acc, dtype=float)
-    ok = np.isfinite(f) & np.isfinite(a)
-    f, a = f[ok], a[ok]
+    f, a = stats.finite_pairs(flops, acc)
     order = np.argsort(f, kind="stable")
     f, a = f[order], a[order]
     if f.size < 2 or f[-1] < x * (1 - 1e-9):  # a run's last evaluation lands within rounding of its budget
         return math.nan
     keep = f < x
-    fx, ax = np.append(f[keep], x), np.append(a[keep], np.interp(x, f, a))
-    return float(np.sum((fx[1:] - fx[:-1]) * (ax[1:] + ax[:-1]) / 2) / (x - fx[0]))
+    return stats.curve_auc(np.append(f[keep], x), np.append(a[keep], np.interp(x, f, a)))
 
 
-def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, metric: str, recipe: str, cell: str,
-                  evals: pl.DataFrame | None = None) -> dict:
+def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, metric: str, recipe: str,
+                  cell: str) -> dict:
     """seed -> the arm's value of a claim's metric: a per-run accuracy metric (runs), the mean
-    accuracy over the first X FLOPs (auc_to:X, from the evaluations), or the mean of a steps column
-    over the run's budget bins (steps: finished runs' binned steps, compute-weighted)."""
+    accuracy over the first X FLOPs (auc_to:X, from evals: finished runs' evaluations), or the mean
+    of a steps column over the run's budget bins (steps: finished runs' binned steps, compute-weighted)."""
     if metric in METRICS:
         return _by_seed(runs, cell, recipe, metric)
     if metric.startswith("auc_to:"):
         x = float(metric.removeprefix("auc_to:"))
-        g = finished(evals).filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
+        g = evals.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
         out = {seed: auc_to(r["flops"].to_numpy(), r["acc"].to_numpy(), x)
                for (seed,), r in g.group_by("seed", maintain_order=True)}
         return {k: v for k, v in out.items() if math.isfinite(v)}
@@ -446,12 +443,12 @@ def claims(suite: Suite, data: Data) -> pl.DataFrame | None:
     the claim's own, else the report's for accuracy metrics (none for steps: metrics)."""
     if not suite.claims:
         return None
-    runs, steps = per_run(suite, data), finished(data.steps)
+    runs, steps, evals = per_run(suite, data), finished(data.steps), finished(data.evals)
     rows, ps = [], []
     for c in suite.claims:
         (ra, ca), (rb, cb) = c.arm("a"), c.arm("b")
-        va = _claim_values(runs, steps, c.metric, ra, ca, data.evals)
-        vb = _claim_values(runs, steps, c.metric, rb, cb, data.evals)
+        va = _claim_values(runs, steps, evals, c.metric, ra, ca)
+        vb = _claim_values(runs, steps, evals, c.metric, rb, cb)
         x, y = stats.paired(va, vb)
         t = stats.paired_t(x, y)
         accuracy = c.metric in METRICS or c.metric.startswith("auc_to:")
@@ -487,28 +484,6 @@ def scale_groups(suite: Suite) -> dict[tuple[str, str], list]:
     for c in suite.cells:
         groups.setdefault((c.task, c.regime.name if c.regime else ""), []).append(c)
     return {k: v for k, v in groups.items() if len({c.scale for c in v}) >= 2}
-
-
-def welch_t(x, y, alpha: float = stats.ALPHA) -> tuple[float, float, float, float]:
-    """mean(y) − mean(x) of two independent samples with its (1 − α) Welch interval and two-sided
-    Welch t-test p (Satterthwaite df); nan interval and p under 2 values in either; p 0 or 1 when
-    neither varies (as stats.paired_t)."""
-    from scipy.stats import t as student
-
-    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    if not a.size or not b.size:
-        return math.nan, math.nan, math.nan, math.nan
-    diff = float(b.mean() - a.mean())
-    if a.size < 2 or b.size < 2:
-        return diff, math.nan, math.nan, math.nan
-    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
-    se = math.sqrt(va + vb)
-    if se <= 1e-12 * max(1.0, abs(diff)):
-        return diff, diff, diff, 1.0 if abs(diff) <= 1e-12 else 0.0
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
-    tq = float(student.ppf(1 - alpha / 2, df))
-    return diff, diff - tq * se, diff + tq * se, float(2 * student.sf(abs(diff) / se, df))
 
 
 def scales(suite: Suite, data: Data, board: pl.DataFrame | None = None) -> pl.DataFrame | None:
@@ -556,7 +531,7 @@ def scales(suite: Suite, data: Data, board: pl.DataFrame | None = None) -> pl.Da
                 continue
             d0 = _paired_diffs(runs, first, row["recipe"], base)
             d1 = _paired_diffs(runs, row["cell"], row["recipe"], base)
-            row["change"], row["change_lo"], row["change_hi"], row["change_p"] = welch_t(d0, d1)
+            row["change"], row["change_lo"], row["change_hi"], row["change_p"] = stats.welch_t(d0, d1)
             tested.append(row)
         for row, p_holm in zip(tested, stats.holm([r["change_p"] for r in tested])):
             row["change_p_holm"] = p_holm

@@ -15,7 +15,7 @@ import pytest
 from bench import report, results
 from bench import suite as suites
 from bench.report import data as report_data
-from bench.report import tables as T
+from bench.report import stats, tables as T
 
 SUITE_TOML = """
 description = "scales test suite"
@@ -102,12 +102,12 @@ def test_welch_change_matches_scipy():
     from scipy.stats import ttest_ind
 
     a, b = [0.05, 0.04, 0.06, 0.05], [-0.05, -0.02, -0.06, -0.04, -0.03]
-    diff, lo, hi, p = T.welch_t(a, b)
+    diff, lo, hi, p = stats.welch_t(a, b)
     ref = ttest_ind(b, a, equal_var=False)
     assert diff == pytest.approx(sum(b) / 5 - sum(a) / 4) and p == pytest.approx(ref.pvalue)
     assert (lo, hi) == pytest.approx(tuple(ref.confidence_interval(0.95)))
-    assert T.welch_t([0.1, 0.1], [0.3, 0.3])[3] == 0.0  # no spread, a difference: as stats.paired_t
-    one = T.welch_t([0.1], [0.3, 0.2])  # one value: the difference, but no interval or p
+    assert stats.welch_t([0.1, 0.1], [0.3, 0.3])[3] == 0.0  # no spread, a difference: as stats.paired_t
+    one = stats.welch_t([0.1], [0.3, 0.2])  # one value: the difference, but no interval or p
     assert one[0] == pytest.approx(0.15) and all(math.isnan(v) for v in one[1:])
 
 
