@@ -379,6 +379,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_publish(args: argparse.Namespace) -> int:
+    from bench import publish, suite as suites
+
+    publish.publish(suites.load(args.suite), _root(args), Path(args.reports) if args.reports else None)
+    return 0
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from bench import publish
+
+    outcomes = publish.reproduce(Path(args.report_dir), args.runs, publish.parse_only(args.only),
+                                 cache=Path(args.cache) if args.cache else None, workers=args.workers,
+                                 keep=Path(args.keep) if args.keep else None)
+    return 0 if all(o.identical for o in outcomes) else 1
+
+
 def pl_replace_cell(runs, cell: dict):
     """A run shared with another suite carries that suite's tags: label it by this suite's cell."""
     import polars as pl
@@ -543,6 +559,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_results(rp)
     rp.add_argument("--out", default=None, help="output directory (default: reports/SUITE, or $BENCH_REPORTS/SUITE)")
     rp.set_defaults(func=_cmd_report)
+
+    pb = sub.add_parser("publish", help="copy a suite's runs into reports/SUITE/data and write its report there",
+                        description="Publish a suite: its finished runs are copied from the results directory into "
+                                    "reports/SUITE/data/runs (a run another report already holds is linked), then "
+                                    "the report is written from them. Refused when a run is missing, was trained "
+                                    "from a modified tree, does not record its warm start's weights, or a cell "
+                                    "mixes warm starts.")
+    pb.add_argument("suite", help="suite name (see `bench list suites`) or a path to a .toml file")
+    _add_results(pb)
+    pb.add_argument("--reports", default=None, help="reports directory (default: $BENCH_REPORTS or ./reports)")
+    pb.set_defaults(func=_cmd_publish)
+
+    rr = sub.add_parser("reproduce", help="rerun a sample of a published report's runs from scratch; compare tables",
+                        description="Train the warm starts from scratch in a private cache, rerun N of the report's "
+                                    "runs spread over its cells and recipes, and compare their step and evaluation "
+                                    "tables (timing columns aside) and warm-start weights with the committed ones, "
+                                    "naming every column that differs. Exit 0 when all are identical, 1 otherwise.")
+    rr.add_argument("report_dir", metavar="REPORT_DIR", help="a published report directory, e.g. reports/math-small")
+    rr.add_argument("--runs", "-n", type=_int_at_least(1), default=3, help="runs to rerun (default 3)")
+    rr.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2",
+                    help="rerun only runs whose cell, recipe, seed, task or scale is one of the values (repeatable)")
+    rr.add_argument("--workers", type=_int_at_least(1), default=1, help="reruns at once (default 1)")
+    rr.add_argument("--cache", default=None, metavar="DIR",
+                    help="warm-start cache to train into (default: a new temporary directory); give an empty one")
+    rr.add_argument("--keep", default=None, metavar="DIR", help="keep the reruns in this empty results directory")
+    rr.set_defaults(func=_cmd_reproduce)
     return p
 
 

@@ -6,12 +6,23 @@ checkpoint is cached under `cache_dir()/warmstart/<key>` where key hashes (task 
 warm-start config, code version), and saved with `save_pretrained` (model and tokenizer), so
 transformers, lm-eval and vLLM load it unchanged. Concurrent processes asking for one key wait
 on a file lock; exactly one trains.
+
+A key names what a checkpoint *is*, not only what it was asked to be: besides the configs it
+hashes the code that trains and evaluates it (`code_fingerprint`: the syntax trees of the modules
+on the SFT path, so comments and docstrings do not count, and the versions of the libraries that
+do the arithmetic). Code that would train other weights cannot reuse a cached checkpoint; it
+trains its own. Each checkpoint's weights are hashed once (SHA-256, `warmstart.json` "sha256"),
+checked on every cache hit, and recorded in each run.json that starts from it.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import fcntl
+import functools
 import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import math
 import os
@@ -22,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import transformers
 from transformers import AutoModelForCausalLM
 
 from bench import models
@@ -30,8 +40,16 @@ from bench.config import EvalConfig, WarmStartConfig
 from bench.engine.evaluate import evaluate
 from bench.engine.policy import Policy
 
-# Bump when the training procedure changes in a way that changes the checkpoint.
-WARMSTART_VERSION = 2  # 2: Qwen2Tokenizer-based tokenizers (AutoTokenizer round trip)
+# Bump when the training procedure changes in a way the code fingerprint cannot see (data files).
+WARMSTART_VERSION = 3  # 2: Qwen2Tokenizer-based tokenizers; 3: keys carry the code fingerprint
+
+# The code on the SFT path: every module a warm start executes (a package: all its modules). A
+# change to any of them changes every key. tests/test_warmstart.py traces a warm start and fails
+# when it executes a file of ours that this list misses.
+SFT_MODULES = ("bench.config", "bench.engine.evaluate", "bench.engine.fused", "bench.engine.policy",
+               "bench.engine.rollout", "bench.models", "bench.tasks", "bench.typed", "bench.warmstart")
+# Libraries whose arithmetic or data the checkpoint depends on (exact versions).
+SFT_PACKAGES = ("torch", "transformers", "tokenizers", "safetensors", "reasoning-gym", "math-verify")
 
 # SFT steps per (task, scale), tuned so held-out greedy accuracy lands in 15–70% on the two
 # smallest scales (see the closing note of the skeleton issue for measured values). Scales not
@@ -62,6 +80,7 @@ class WarmStart:
     cache_hit: bool
     metrics: dict
     prompt: dict = dataclasses.field(default_factory=dict)  # the task's system_prompt / chat_template
+    sha256: str = ""  # of the weight files (weights_sha256): what run.json records as the starting point
 
     def load(self, device: str | torch.device = "cpu") -> Policy:
         # fp32 weights even on GPUs: they are the optimizer's master copy (bf16 weights lose
@@ -88,19 +107,82 @@ def _config_dict(obj) -> dict:
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else dict(obj)
 
 
-def warmstart_key(task, scale: models.Scale, cfg: WarmStartConfig) -> str:
+def _module_files(name: str) -> list[Path]:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise LookupError(f"SFT_MODULES names {name!r}, which is not importable")
+    origin = Path(spec.origin)
+    return sorted(origin.parent.rglob("*.py")) if spec.submodule_search_locations else [origin]
+
+
+def source_digest(source: str) -> str:
+    """SHA-256 of a module's syntax tree without docstrings: a comment, a docstring or a reformat
+    leaves it unchanged, any change to what the code computes changes it."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
+
+
+def sft_files() -> list[Path]:
+    """The source files `code_fingerprint` hashes, once each, in a fixed order."""
+    return sorted({f.resolve() for name in SFT_MODULES for f in _module_files(name)})
+
+
+@functools.lru_cache(maxsize=None)
+def code_fingerprint() -> str:
+    """16 hex digits naming the code that trains a warm start: the syntax trees of SFT_MODULES'
+    files (by path relative to the repository) and the exact versions of SFT_PACKAGES."""
+    base = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for f in sft_files():
+        rel = f.relative_to(base) if f.is_relative_to(base) else Path(f.name)
+        h.update(f"{rel.as_posix()}\0{source_digest(f.read_text())}\n".encode())
+    for name in SFT_PACKAGES:
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "-"
+        h.update(f"{name}=={version}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def warmstart_key(task, scale: models.Scale, cfg: WarmStartConfig, device: str = "cpu") -> str:
+    """The cache key: task config, scale, resolved warm-start config, the code fingerprint and the
+    kind of device that trains it (a GPU's kernels round differently from the CPU's)."""
     ws = _config_dict(cfg.resolve(task.name, scale.name))
-    if not ws["direct_frac"]:  # added later: keys of all-worked warm starts stay as they were
-        del ws["direct_frac"]
     payload = {
         "task": {"name": task.name, **_config_dict(task.config)},
         "scale": scale.to_dict(),
         "warmstart": ws,
         "version": WARMSTART_VERSION,
-        "transformers": transformers.__version__.split(".")[0],
+        "code": code_fingerprint(),
+        "device": torch.device(device).type,
     }
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def weights_sha256(path: Path) -> str:
+    """SHA-256 over a checkpoint directory's weight files (name and bytes, in name order): the
+    identity of the weights a run starts from, whatever cache or directory holds them."""
+    files = sorted(f for f in Path(path).iterdir() if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES))
+    if not files:
+        raise FileNotFoundError(f"no weight files ({', '.join(WEIGHT_SUFFIXES)}) in {path}")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
 
 
 def demonstration(example, cfg: WarmStartConfig) -> str:
@@ -175,9 +257,9 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
     A local model directory (a pretrained model) gets no SFT unless `cfg.steps` asks for it: the
     warm start's lr of 3e-3 would damage it, and it is used in place, with no copy in the cache."""
     if scale.is_local and not cfg.steps:
-        return WarmStart(Path(scale.path), "none", None, 0.0, False, {}, _prompt(task))
+        return WarmStart(Path(scale.path), "none", None, 0.0, False, {}, _prompt(task), weights_sha256(Path(scale.path)))
     cfg = cfg.resolve(task.name, scale.name)
-    key = warmstart_key(task, scale, cfg)
+    key = warmstart_key(task, scale, cfg, device)
     root = (cache or cache_dir()) / "warmstart"
     root.mkdir(parents=True, exist_ok=True)
     final = root / key
@@ -185,7 +267,12 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
         fcntl.flock(lock, fcntl.LOCK_EX)  # one trainer per key; others wait, then hit the cache
         if (final / "warmstart.json").is_file():
             meta = json.loads((final / "warmstart.json").read_text())
-            return WarmStart(final, key, meta["accuracy"], meta["seconds"], True, meta["metrics"], _prompt(task))
+            sha = weights_sha256(final)
+            if meta.get("sha256") not in (None, sha):
+                raise ValueError(f"the cached warm start {final} has weights with SHA-256 {sha[:12]}, not the "
+                                 f"{meta['sha256'][:12]} it was saved with (modified or damaged after training); "
+                                 "delete that directory and the next run trains it again")
+            return WarmStart(final, key, meta["accuracy"], meta["seconds"], True, meta["metrics"], _prompt(task), sha)
         t0 = time.perf_counter()
         train = task.split("train", n=cfg.pool)
         corpus = [e.prompt for e in train[:2000]] + [e.solution for e in train[:2000]]
@@ -199,14 +286,16 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
             "key": key, "task": task.name, "scale": scale.name, "accuracy": metrics["eval/acc_greedy"],
             "seconds": seconds, "metrics": metrics, "final_loss": losses[-1] if losses else None,
             "config": cfg.model_dump(), "task_config": _config_dict(task.config),
-            "scale_config": scale.to_dict(), "version": WARMSTART_VERSION,
+            "scale_config": scale.to_dict(), "version": WARMSTART_VERSION, "code": code_fingerprint(),
+            "device": str(device), "torch_threads": torch.get_num_threads(),
         }
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
         try:
             policy.model.save_pretrained(tmp)
             tok.save_pretrained(tmp)
+            meta["sha256"] = weights_sha256(tmp)
             (tmp / "warmstart.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
             os.replace(tmp, final)  # atomic: a reader sees a whole checkpoint or none
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return WarmStart(final, key, meta["accuracy"], seconds, False, metrics, _prompt(task))
+        return WarmStart(final, key, meta["accuracy"], seconds, False, metrics, _prompt(task), meta["sha256"])

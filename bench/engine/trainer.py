@@ -553,7 +553,7 @@ class Trainer:
             "steps_done": self._step, "flops_spent": float(ledger.flops),
             "gen_tokens": ledger.gen_tokens, "train_tokens": ledger.train_tokens, "seconds_by_phase": ledger.seconds,
             "wall_s": self._wall_before + time.perf_counter() - t_start, "config": cfg.to_dict(), "regime": Regime.of(cfg).record(),
-            "warmstart": {"key": ws.key, "path": str(ws.path), "accuracy": ws.accuracy} if ws else None,
+            "warmstart": {"key": ws.key, "path": str(ws.path), "accuracy": ws.accuracy, "sha256": ws.sha256} if ws else None,
             "model": {"params": shape.params, "layers": shape.layers, "attn_width": shape.attn_width} if shape else None,
             "max_new_tokens": getattr(self, "max_new", None), **results.environment(),
             **({"resumed_from": self.resumed_from} if self.resumed_from else {}),

@@ -30,7 +30,7 @@ from bench.warmstart import cache_dir, warmstart_key
 
 
 def warmstart_cached(cfg: RunConfig) -> bool:
-    key = warmstart_key(tasks.get(cfg.task, **cfg.task_params), models.get(cfg.scale), cfg.warmstart)
+    key = warmstart_key(tasks.get(cfg.task, **cfg.task_params), models.get(cfg.scale), cfg.warmstart, cfg.device)
     return (cache_dir() / "warmstart" / key / "warmstart.json").is_file()
 
 

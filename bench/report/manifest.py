@@ -57,7 +57,42 @@ def _counted(values: list[str]) -> str:
     return "; ".join(f"{v} ({n} run{'s' if n != 1 else ''})" for v, n in sorted(c.items()))
 
 
-def manifest(suite: Suite, root: Path, metas: dict[str, dict], n_expected: int) -> list[tuple[str, str]]:
+def warm_starts(cells: dict[str, str], metas: dict[str, dict]) -> dict[str, Counter]:
+    """Per cell (in the order of `cells`, run_id -> cell), how many recorded runs start from each
+    warm start's weights (SHA-256; None where run.json does not record it)."""
+    out: dict[str, Counter] = {}
+    for rid, cell in cells.items():
+        if rid in metas:
+            ws = metas[rid].get("warmstart") or {}
+            out.setdefault(cell, Counter())[ws.get("sha256") or None] += 1
+    return out
+
+
+def warm_start_text(counts: Counter) -> str:
+    return "; ".join(f"{(sha[:12] if sha else 'not recorded')} ({n} run{'s' if n != 1 else ''})"
+                     for sha, n in sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0] or "")))
+
+
+def publish_problems(metas: dict[str, dict], cells: dict[str, str]) -> list[str]:
+    """Why these runs may not be published: a run trained from a modified tree, one that does not
+    record its warm start's weights, a cell whose runs start from different weights."""
+    out = []
+    dirty = sorted(rid for rid, m in metas.items() if m.get("git_dirty") or not m.get("git_commit"))
+    if dirty:
+        out.append(f"{len(dirty)} run(s) were trained from a modified or unknown tree (git_dirty, no commit): "
+                   + ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else ""))
+    unhashed = sorted(rid for rid, m in metas.items() if not (m.get("warmstart") or {}).get("sha256"))
+    if unhashed:
+        out.append(f"{len(unhashed)} run(s) do not record their warm start's weights (SHA-256): "
+                   + ", ".join(unhashed[:5]) + (" ..." if len(unhashed) > 5 else ""))
+    for cell, counts in warm_starts(cells, metas).items():
+        if len([sha for sha in counts if sha]) > 1:
+            out.append(f"cell {cell} mixes {len(counts)} warm starts: {warm_start_text(counts)}")
+    return out
+
+
+def manifest(suite: Suite, root: Path, metas: dict[str, dict], n_expected: int,
+             cells: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """(key, value) rows, in a fixed order."""
     rows = [("command", command(suite, root)),
             ("suite file", f"{display_path(suite.path)} (sha256 {file_sha256(suite.path)})"),
@@ -80,6 +115,8 @@ def manifest(suite: Suite, root: Path, metas: dict[str, dict], n_expected: int) 
     rows.append(("runs' hardware", _counted(hw) or "-"))
     devices = [str(m.get("config", {}).get("device", "?")) for m in metas.values()]
     rows.append(("runs' device", _counted(devices) or "-"))
+    for cell, counts in warm_starts(cells or {}, metas).items():
+        rows.append((f"warm start weights (SHA-256): {cell}", warm_start_text(counts)))
     rows.append(("report libraries", ", ".join(f"{k} {v}" for k, v in versions(REPORT_PACKAGES).items())))
     return rows
 

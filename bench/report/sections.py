@@ -122,6 +122,7 @@ def summary(ctx: Context) -> list:
                     f"p < 0.05) or rules out one of {rs.margin:g} or more (equivalence), and undecided otherwise."))
     if ctx.data.stale:
         out.append(Para(_stale_text(ctx)))
+    out.append(Para(_warm_start_text(ctx)))
     for cell in ctx.cells:
         b = board.filter((pl.col("cell") == cell) & pl.col("primary_mean").is_not_null())
         if not b.height:
@@ -151,6 +152,37 @@ def summary(ctx: Context) -> list:
     for label, cells, g in _scale_groups(ctx):
         out.append(Para(_scale_summary(ctx, label, _scale_findings(ctx, cells, g))))
     return out
+
+
+def run_cells(ctx: Context) -> dict[str, str]:
+    """run_id -> cell, cells in suite order (a run shared by two cells is listed under the first)."""
+    out: dict[str, str] = {}
+    for cell in ctx.cells:
+        for rid in ctx.data.runs.filter(pl.col("cell") == cell)["run_id"].to_list():
+            out.setdefault(rid, cell)
+    return out
+
+
+def _warm_start_text(ctx: Context) -> str:
+    """Where the runs started: one warm start per cell (the intervals then hold no warm-start
+    variance), or a warning for a cell that mixes checkpoints or runs that do not record theirs."""
+    counts = M.warm_starts(run_cells(ctx), ctx.data.metas)
+    mixed = {c: n for c, n in counts.items() if len([sha for sha in n if sha]) > 1}
+    unknown = sum(n.get(None, 0) for n in counts.values())
+    text = ("Warm starts: the runs of each cell start from one warm start (one SFT checkpoint; its weights' "
+            "SHA-256 is in the Manifest), so the intervals hold the variance between seeds, not between warm "
+            "starts, and a different checkpoint can move every curve (a stale one once moved them by ~20 points)."
+            if not mixed and not unknown else "Warm starts:")
+    if mixed:
+        text += " **Warning**: " + "; ".join(f"cell {c} mixes {len(n)} warm starts ({M.warm_start_text(n)})"
+                                             for c, n in mixed.items()) + ": its comparisons mix checkpoints."
+    if unknown:
+        text += (f" {unknown} run{'s do' if unknown != 1 else ' does'} not record the weights of {'their' if unknown != 1 else 'its'} warm "
+                 "start (runs before the SHA-256 was recorded), so whether they share one cannot be checked.")
+    dirty = sum(1 for m in ctx.data.metas.values() if m.get("git_dirty"))
+    if dirty:
+        text += f" {dirty} run{'s were' if dirty != 1 else ' was'} trained from a modified (dirty) tree."
+    return text
 
 
 def _names(xs: list[str]) -> str:
@@ -683,7 +715,7 @@ def problems(ctx: Context) -> list:
 
 
 def manifest(ctx: Context) -> list:
-    rows = M.manifest(ctx.suite, ctx.root, ctx.data.metas, ctx.data.runs.height)
+    rows = M.manifest(ctx.suite, ctx.root, ctx.data.metas, ctx.data.runs.height, run_cells(ctx))
     return [Heading(2, "Manifest"),
             Para("Reproduce this report (a pure function of the results directory and the bootstrap seed):"),
             Code(rows[0][1]),

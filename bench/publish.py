@@ -1,0 +1,325 @@
+"""Publishing a report, and checking that a published one reproduces.
+
+    bench publish SUITE               copy the suite's runs from results/ into reports/SUITE/data/runs/
+                                      (refused unless every run is from a clean commit and records its
+                                      warm start's weights), then write reports/SUITE/ from them
+    bench reproduce REPORT_DIR -n 3   train the warm starts from scratch in a private cache, rerun 3 of
+                                      the report's runs spread over its cells and recipes, and compare
+                                      their tables with the committed ones, column by column
+
+A published run is trusted only as far as it reruns: the same config, code and libraries must give
+the same steps and evaluations, bit for bit, timing columns aside. `reproduce` checks exactly that,
+from nothing a previous session left behind (no cache, no results directory).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from bench import results
+
+TABLES = ("steps", "evals")
+TIMING_PREFIX = "time/"  # wall-clock columns: never equal across machines or runs
+META_FIELDS = ("status", "steps_done", "flops_spent", "gen_tokens", "train_tokens")
+
+
+# ------------------------------------------------------------------------------------- publish
+def publish(suite, root: Path, reports: Path | None = None, out=None) -> Path:
+    """Copy the finished runs of `suite`'s expansion from `root` into REPORTS/NAME/data/runs (a run
+    another published report already holds, byte for byte, becomes a relative link to it), then
+    write the report from that directory. Refused, before anything is written, when a run is
+    missing, came from a modified tree or an unknown commit, or does not record its warm start."""
+    from bench import report
+    from bench.report.manifest import publish_problems
+
+    out = out or sys.stdout
+    reports = Path(reports) if reports is not None else report.default_dir(suite.name).parent
+    target = reports / suite.name
+    data = target / "data" / "runs"
+    cfgs = {c.run_id: c for c in suite.expand()}
+    metas, missing = {}, []
+    for rid in cfgs:
+        src = _source(rid, root, data)
+        if src is None:
+            missing.append(rid)
+        else:
+            metas[rid] = json.loads((src / "run.json").read_text())
+    if missing:
+        raise ValueError(f"{len(missing)} of the {len(cfgs)} runs of suite {suite.name} have no finished record in "
+                         f"{root} (e.g. {', '.join(missing[:3])}); `bench suite {suite.name}` runs them")
+    problems = publish_problems(metas, {rid: c.tags["cell"] for rid, c in cfgs.items()})
+    if problems:
+        raise ValueError(f"not publishable: {'; '.join(problems)}. Publish runs trained from a clean commit "
+                         "(commit, then rerun them into an empty results directory)")
+    reports.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".publish.", dir=reports))
+    stage.chmod(0o755)  # mkdtemp makes it private; a published directory is not
+    try:
+        (stage / "runs").mkdir()
+        linked = 0
+        for rid in sorted(cfgs):
+            src = _source(rid, root, data)
+            twin = _published_twin(rid, src, reports, suite.name)
+            if twin is not None:
+                os.symlink(os.path.relpath(twin, data), stage / "runs" / rid)
+                linked += 1
+            else:
+                shutil.copytree(src.resolve(), stage / "runs" / rid)
+        old = target / "data"
+        target.mkdir(parents=True, exist_ok=True)
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(stage, old)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    print(f"published {len(cfgs)} runs into {data} ({linked} linked to another report's copy)", file=out)
+    path = report.build(suite, target / "data", target)
+    print(f"report: {path / 'index.html'} and {path / 'report.md'}", file=out)
+    return path
+
+
+def _source(rid: str, root: Path, published: Path) -> Path | None:
+    """Where run `rid`'s finished record is: the results directory, else the report's own data."""
+    for base in (Path(root) / "runs", published):
+        if (base / rid / "run.json").is_file() and results.is_finished(base.parent, rid):
+            return base / rid
+    return None
+
+
+def _published_twin(rid: str, src: Path, reports: Path, name: str) -> Path | None:
+    """Another report's real (not linked) copy of the same record, byte for byte."""
+    for other in sorted(reports.glob(f"*/data/runs/{rid}")):
+        if other.parts[-4] == name or other.is_symlink():
+            continue
+        if all((other / f).is_file() and (other / f).read_bytes() == (src / f).read_bytes()
+               for f in ("run.json", "steps.parquet", "evals.parquet")):
+            return other
+    return None
+
+
+# ----------------------------------------------------------------------------------- reproduce
+@dataclass
+class Outcome:
+    run_id: str
+    cell: str
+    recipe: str
+    seed: int
+    differences: list[str] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def identical(self) -> bool:
+        return not self.differences and not self.error
+
+
+def published_runs(report_dir: Path) -> dict[str, dict]:
+    """run_id -> run.json of every finished run under REPORT_DIR/data/runs."""
+    runs = Path(report_dir) / "data" / "runs"
+    if not runs.is_dir():
+        raise FileNotFoundError(f"{report_dir} has no data/runs/ (a published report keeps its runs there; "
+                                f"published reports: {', '.join(sorted(p.parent.parent.name for p in Path('reports').glob('*/data/runs'))) or 'none'})")
+    metas = {}
+    for d in sorted(runs.iterdir()):
+        f = d / "run.json"
+        if f.is_file():
+            m = json.loads(f.read_text())
+            if m.get("status") == "finished":
+                metas[d.name] = m
+    if not metas:
+        raise ValueError(f"{runs} holds no finished run")
+    return metas
+
+
+def _label(meta: dict) -> tuple[str, str, int]:
+    cfg = meta["config"]
+    return cfg.get("tags", {}).get("cell") or f"{cfg['task']}/{cfg['scale']}", meta["recipe_name"], int(cfg["seed"])
+
+
+def select(metas: dict[str, dict], n: int, only: dict[str, list[str]] | None = None) -> list[str]:
+    """n run ids spread over cells and recipes: cells take turns, each giving its next recipe not
+    yet taken (in name order), at its lowest seed. `only`: keep runs whose cell / recipe / task /
+    scale / seed is among the given values."""
+    only = only or {}
+    groups: dict[str, dict[str, list[tuple[int, str]]]] = {}
+    for rid, m in metas.items():
+        cell, recipe, seed = _label(m)
+        values = {"cell": cell, "recipe": recipe, "seed": str(seed), "task": m["config"]["task"],
+                  "scale": m["config"]["scale"]}
+        if any(values[k] not in v for k, v in only.items()):
+            continue
+        groups.setdefault(cell, {}).setdefault(recipe, []).append((seed, rid))
+    queues = {c: [min(runs)[1] for _, runs in sorted(recipes.items())] for c, recipes in sorted(groups.items())}
+    picked: list[str] = []
+    while len(picked) < n and any(queues.values()):
+        for c in list(queues):
+            if queues[c] and len(picked) < n:
+                picked.append(queues[c].pop(0))
+    return picked
+
+
+def _equal(a: pl.Series, b: pl.Series) -> pl.Series:
+    """Elementwise equality where NaN equals NaN and null equals null."""
+    both_null = a.is_null() & b.is_null()
+    if a.dtype.is_float() and b.dtype.is_float():
+        both_nan = a.is_nan().fill_null(False) & b.is_nan().fill_null(False)
+        return (a == b).fill_null(False) | both_nan | both_null
+    return (a == b).fill_null(False) | both_null
+
+
+def compare_tables(name: str, old: pl.DataFrame, new: pl.DataFrame) -> list[str]:
+    """One line per difference between a committed table and its rerun (timing columns aside)."""
+    out = []
+    cols_old = [c for c in old.columns if not c.startswith(TIMING_PREFIX)]
+    cols_new = [c for c in new.columns if not c.startswith(TIMING_PREFIX)]
+    for c in cols_old:
+        if c not in cols_new:
+            out.append(f"{name}: column {c} is missing from the rerun")
+    for c in cols_new:
+        if c not in cols_old:
+            out.append(f"{name}: column {c} is new in the rerun")
+    if old.height != new.height:
+        out.append(f"{name}: {old.height} rows committed, {new.height} in the rerun")
+    n = min(old.height, new.height)
+    for c in (c for c in cols_old if c in cols_new):
+        a, b = old[c][:n], new[c][:n]
+        if a.dtype != b.dtype and not (a.dtype.is_numeric() and b.dtype.is_numeric()):
+            out.append(f"{name}: column {c} is {a.dtype} committed, {b.dtype} in the rerun")
+            continue
+        same = _equal(a, b)
+        if bool(same.all()):
+            continue
+        first = int(same.arg_min())
+        where = f"row {first}" + (f" (step {old['step'][first]})" if "step" in old.columns else "")
+        text = f"{name}: column {c} differs in {int((~same).sum())} of {n} rows, first at {where}: {a[first]!r} vs {b[first]!r}"
+        if a.dtype.is_numeric() and b.dtype.is_numeric():
+            delta = (a.cast(pl.Float64) - b.cast(pl.Float64)).abs().filter(~same).drop_nans().drop_nulls()
+            if delta.len():
+                text += f"; max |difference| {delta.max():.3g}"
+        out.append(text)
+    return out
+
+
+def compare_runs(old_dir: Path, new_dir: Path) -> list[str]:
+    """Differences between a committed run and its rerun: the warm start's weights, the record's
+    counts, and every column of steps.parquet and evals.parquet but timing."""
+    out = []
+    old_m = json.loads((old_dir / "run.json").read_text())
+    new_m = json.loads((new_dir / "run.json").read_text())
+    old_sha = (old_m.get("warmstart") or {}).get("sha256")
+    new_sha = (new_m.get("warmstart") or {}).get("sha256")
+    if not old_sha:
+        out.append("run.json: the committed run does not record its warm start's weights (SHA-256)")
+    elif old_sha != new_sha:
+        out.append(f"run.json: warm start weights differ: SHA-256 {old_sha[:12]} committed, {(new_sha or '?')[:12]} "
+                   f"rerun (held-out greedy accuracy {(old_m.get('warmstart') or {}).get('accuracy')} vs "
+                   f"{(new_m.get('warmstart') or {}).get('accuracy')})")
+    for k in META_FIELDS:
+        if old_m.get(k) != new_m.get(k):
+            out.append(f"run.json: {k} is {old_m.get(k)!r} committed, {new_m.get(k)!r} in the rerun")
+    for t in TABLES:
+        old_t, new_t = pl.read_parquet(old_dir / f"{t}.parquet"), pl.read_parquet(new_dir / f"{t}.parquet")
+        out.extend(compare_tables(f"{t}.parquet", old_t, new_t))
+    return out
+
+
+def reproduce(report_dir: Path, n: int, only: dict[str, list[str]] | None = None, cache: Path | None = None,
+              workers: int = 1, keep: Path | None = None, out=None) -> list[Outcome]:
+    """Rerun n of a published report's runs from scratch and compare them with the committed ones.
+
+    cache: the warm-start cache to train into (default: a new empty directory, deleted after; give
+    an empty one, or one that only earlier reproductions from this tree trained into). keep: an
+    empty results directory for the reruns (default: a temporary one, deleted after)."""
+    from bench.config import RunConfig
+    from bench.harness.executors import LocalExecutor
+
+    out = out or sys.stdout
+    report_dir = Path(report_dir)
+    metas = published_runs(report_dir)
+    ids = select(metas, n, only)
+    if not ids:
+        raise ValueError(f"--only {only} selects none of the {len(metas)} finished runs in {report_dir / 'data' / 'runs'}")
+    with tempfile.TemporaryDirectory(prefix="bench-reproduce-") as tmp:
+        cache_dir = Path(cache) if cache else Path(tmp) / "cache"
+        root = Path(keep) if keep else Path(tmp) / "results"
+        if keep and any(root.glob("runs/*")):
+            raise ValueError(f"--keep {root} is not empty: reruns go into an empty results directory")
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        root.mkdir(parents=True, exist_ok=True)
+        outcomes = {rid: Outcome(rid, *_label(metas[rid])) for rid in ids}
+        print(f"reproduce {report_dir}: {len(ids)} of {len(metas)} runs, warm starts trained from scratch in "
+              f"{cache_dir}, reruns in {root}", file=out)
+        for o in outcomes.values():
+            print(f"  {o.run_id}  {o.cell}  {o.recipe}  seed {o.seed}", file=out)
+        jobs = []
+        for rid in ids:
+            cfg = RunConfig.from_dict(metas[rid]["config"])
+            if cfg.run_id != rid:
+                outcomes[rid].differences.append(f"config: the recorded config hashes to run id {cfg.run_id} today "
+                                                 f"(config hashing changed); rerun under that id")
+            jobs.append((cfg.to_dict(), str(root), False, None))
+        t0 = time.monotonic()
+        old_env = os.environ.get("BENCH_CACHE")
+        os.environ["BENCH_CACHE"] = str(cache_dir)  # spawned workers inherit it
+        try:
+            with LocalExecutor(workers) as ex:
+                by_new_id = {RunConfig.from_dict(j[0]).run_id: rid for j, rid in zip(jobs, ids)}
+
+                def done(res: dict) -> None:
+                    rid = by_new_id.get(res["run_id"], res["run_id"])
+                    if res["status"] not in ("finished", "diverged"):
+                        outcomes[rid].error = f"rerun {res['status']}: {res.get('reason')}"
+                    print(f"  rerun {rid}: {res['status']} ({_secs(res.get('wall_s'))})", file=out, flush=True)
+
+                ex.run(jobs, done)
+        finally:
+            if old_env is None:
+                os.environ.pop("BENCH_CACHE", None)
+            else:
+                os.environ["BENCH_CACHE"] = old_env
+        for new_id, rid in by_new_id.items():
+            o = outcomes[rid]
+            new_dir = results.run_dir(root, new_id)
+            if o.error or not (new_dir / "run.json").is_file():
+                o.error = o.error or "the rerun left no record"
+                continue
+            o.differences.extend(compare_runs(report_dir / "data" / "runs" / rid, new_dir))
+        print(f"reran {len(ids)} run(s) in {_secs(time.monotonic() - t0)}", file=out)
+    for o in outcomes.values():
+        head = f"{o.run_id} {o.cell} {o.recipe} seed {o.seed}: "
+        if o.identical:
+            print(head + "identical (steps and evaluation tables, timing aside; warm-start weights)", file=out)
+        else:
+            print(head + ("FAILED: " + o.error if o.error else f"DIFFERS in {len(o.differences)} place(s)"), file=out)
+            for d in o.differences:
+                print(f"    {d}", file=out)
+    bad = [o for o in outcomes.values() if not o.identical]
+    print(f"{len(outcomes) - len(bad)} of {len(outcomes)} reruns identical" +
+          ("" if not bad else f"; {len(bad)} differ: the report does not reproduce from this tree"), file=out)
+    return list(outcomes.values())
+
+
+def _secs(s) -> str:
+    if s is None or (isinstance(s, float) and math.isnan(s)):
+        return "?"
+    return f"{s:.0f} s"
+
+
+def parse_only(items: Iterable[str]) -> dict[str, list[str]]:
+    keys = ("cell", "recipe", "seed", "task", "scale")
+    out: dict[str, list[str]] = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or k not in keys or not v:
+            raise ValueError(f"--only {item!r}: expected KEY=V1,V2 with KEY one of {', '.join(keys)}")
+        out.setdefault(k, []).extend(x.strip() for x in v.split(",") if x.strip())
+    return out
