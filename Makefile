@@ -14,7 +14,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch>=2.6,torch==2.13.0)
 EXTRAS ?= test,ray
 SUITE ?= math-small
 
-.PHONY: setup suite test test-slow clean bench-speed setup-vllm test-vllm bench-vllm
+.PHONY: setup suite test test-slow reproduce publish clean bench-speed setup-vllm test-vllm bench-vllm
 
 setup: $(VENV)/.installed
 
@@ -34,6 +34,21 @@ test: setup
 
 test-slow: setup  # tests marked @pytest.mark.slow (the published report regenerates byte-identically)
 	$(PY) -m pytest -q -m slow || test $$? -eq 5
+
+# Before publishing, and on a fresh clone: rerun a sample of every published report's runs from
+# scratch (warm starts trained anew in one private cache, deleted after) and compare their step and
+# evaluation tables with the committed ones. Exit 1 names every column that differs. ~15 min on 2 cores.
+reproduce: setup
+	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && export OMP_NUM_THREADS=1 && \
+	$(VENV)/bin/bench reproduce reports/math-small --runs 3 --workers 2 --cache "$$cache" && \
+	$(VENV)/bin/bench reproduce reports/claims --runs 2 --workers 2 --cache "$$cache" && \
+	$(VENV)/bin/bench reproduce reports/math-scales --runs 2 --only scale=nano --workers 2 --cache "$$cache" && \
+	$(VENV)/bin/bench reproduce reports/offpolicy-pilot --runs 2 --workers 2 --cache "$$cache"
+
+# Publish a suite whose runs are in results/ (trained from a clean commit): copies them into
+# reports/SUITE/data and writes the report there. Then run `make reproduce` and commit.
+publish: setup
+	$(VENV)/bin/bench publish $(SUITE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

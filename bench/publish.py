@@ -123,7 +123,7 @@ class Outcome:
 
 
 def published_runs(report_dir: Path) -> dict[str, dict]:
-    """run_id -> run.json of every finished run under REPORT_DIR/data/runs."""
+    """run_id -> run.json of every finished or diverged run under REPORT_DIR/data/runs."""
     runs = Path(report_dir) / "data" / "runs"
     if not runs.is_dir():
         raise FileNotFoundError(f"{report_dir} has no data/runs/ (a published report keeps its runs there; "
@@ -133,10 +133,10 @@ def published_runs(report_dir: Path) -> dict[str, dict]:
         f = d / "run.json"
         if f.is_file():
             m = json.loads(f.read_text())
-            if m.get("status") == "finished":
+            if m.get("status") in ("finished", "diverged"):  # a divergence must reproduce too
                 metas[d.name] = m
     if not metas:
-        raise ValueError(f"{runs} holds no finished run")
+        raise ValueError(f"{runs} holds no finished or diverged run")
     return metas
 
 

@@ -133,22 +133,37 @@ def sft_files() -> list[Path]:
     return sorted({f.resolve() for name in SFT_MODULES for f in _module_files(name)})
 
 
-@functools.lru_cache(maxsize=None)
-def code_fingerprint() -> str:
-    """16 hex digits naming the code that trains a warm start: the syntax trees of SFT_MODULES'
-    files (by path relative to the repository) and the exact versions of SFT_PACKAGES."""
+def sft_sources() -> dict[str, str]:
+    """Path relative to the repository -> source text, of every file on the SFT path."""
     base = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for f in sft_files():
-        rel = f.relative_to(base) if f.is_relative_to(base) else Path(f.name)
-        h.update(f"{rel.as_posix()}\0{source_digest(f.read_text())}\n".encode())
+    return {(f.relative_to(base) if f.is_relative_to(base) else Path(f.name)).as_posix(): f.read_text()
+            for f in sft_files()}
+
+
+def sft_versions() -> dict[str, str]:
+    out = {}
     for name in SFT_PACKAGES:
         try:
-            version = importlib.metadata.version(name)
+            out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            version = "-"
-        h.update(f"{name}=={version}\n".encode())
+            out[name] = "-"
+    return out
+
+
+def fingerprint(sources: dict[str, str], versions: dict[str, str]) -> str:
+    """16 hex digits over each source's syntax tree (by path) and each library's exact version."""
+    h = hashlib.sha256()
+    for rel in sorted(sources):
+        h.update(f"{rel}\0{source_digest(sources[rel])}\n".encode())
+    for name in sorted(versions):
+        h.update(f"{name}=={versions[name]}\n".encode())
     return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def code_fingerprint() -> str:
+    """The fingerprint of the code that trains a warm start here (SFT_MODULES, SFT_PACKAGES)."""
+    return fingerprint(sft_sources(), sft_versions())
 
 
 def warmstart_key(task, scale: models.Scale, cfg: WarmStartConfig, device: str = "cpu") -> str:

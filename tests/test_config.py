@@ -103,6 +103,17 @@ def test_every_committed_run_json_round_trips_exactly():
         assert cfg.run_id == rec["run_id"] == f.parent.name
 
 
+def test_every_published_run_is_from_a_clean_commit_and_names_its_warm_start():
+    """Published runs can be rerun: a clean commit (git_dirty false) and the SHA-256 of the warm
+    start's weights (`bench reproduce` checks both against a rerun from scratch)."""
+    files = sorted({f.resolve() for f in REPORTS.glob("*/data/runs/*/run.json")})
+    assert files
+    for f in files:
+        rec = json.loads(f.read_text())
+        assert rec["git_dirty"] is False and len(rec["git_commit"]) == 40, f
+        assert len((rec.get("warmstart") or {}).get("sha256") or "") == 64, f
+
+
 # -- the CLI: one line, exit 2, before any work ---------------------------------------------------
 @pytest.fixture
 def no_work(monkeypatch):

@@ -86,3 +86,81 @@ def test_cli_bad_input_one_clear_line(argv, needle, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- warm starts identified by what they are
+def test_source_digest_ignores_comments_and_docstrings_but_not_code():
+    from bench.warmstart import source_digest
+
+    base = 'def f(x):\n    """Doc."""\n    return x * 1.0  # scale\n'
+    assert source_digest(base) == source_digest('def f(x):\n    """Other doc."""\n\n    return x*1.0\n')
+    assert source_digest(base) == source_digest('def f(x):\n    return x * 1.0\n')
+    assert source_digest(base) != source_digest('def f(x):\n    """Doc."""\n    return x * 0.5\n')
+
+
+def test_a_change_to_the_sft_numerics_gives_a_new_key(monkeypatch):
+    """Acceptance: code that would train other weights cannot reuse a cached checkpoint. The edit
+    is one constant of the SFT loop (the gradient-clipping norm); a comment leaves the key alone."""
+    from bench import warmstart
+
+    task, scale = tasks.get("addition", difficulty="easy"), models.get("nano")
+    sources, versions = warmstart.sft_sources(), warmstart.sft_versions()
+    assert warmstart.fingerprint(sources, versions) == warmstart.code_fingerprint()
+    base = warmstart_key(task, scale, CFG)
+    line = "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
+    assert sources["bench/warmstart.py"].count(line) == 1
+    numerics = {**sources, "bench/warmstart.py": sources["bench/warmstart.py"].replace(line, line.replace("1.0", "0.5"))}
+    comment = {**sources, "bench/warmstart.py": sources["bench/warmstart.py"].replace(line, line + "  # clip")}
+    for variant, same in ((numerics, False), (comment, True)):
+        monkeypatch.setattr(warmstart, "code_fingerprint", lambda v=variant: warmstart.fingerprint(v, versions))
+        assert (warmstart_key(task, scale, CFG) == base) is same
+    # a library upgrade is a change of numerics too, and so is the kind of device
+    monkeypatch.setattr(warmstart, "code_fingerprint", lambda: warmstart.fingerprint(sources, {**versions, "torch": "9.9"}))
+    assert warmstart_key(task, scale, CFG) != base
+    monkeypatch.undo()
+    assert warmstart_key(task, scale, CFG, device="cuda") != base == warmstart_key(task, scale, CFG, device="cpu")
+
+
+def test_the_fingerprint_covers_every_file_a_warm_start_executes(tmp_path):
+    """Trace a warm start (SFT, evaluation, save): every file of ours that runs is fingerprinted."""
+    import sys
+    from pathlib import Path
+
+    import bench
+    from bench import warmstart
+
+    repo = Path(bench.__file__).resolve().parents[1]
+    ours = (repo / "bench", repo / "algorithms")
+    ran: set[str] = set()
+
+    def profile(frame, event, arg):
+        ran.add(frame.f_code.co_filename)
+
+    task = tasks.get("addition", difficulty="easy")
+    sys.setprofile(profile)
+    try:
+        warm_start(task, models.get("nano"), WarmStartConfig(steps=2, eval_examples=4, direct_frac=0.5), cache=tmp_path)
+    finally:
+        sys.setprofile(None)
+    executed = {Path(f).resolve() for f in ran if Path(f).resolve().is_relative_to(ours[0])
+                or Path(f).resolve().is_relative_to(ours[1])}
+    assert Path(warmstart.__file__).resolve() in executed  # the trace saw our code at all
+    missing = executed - set(warmstart.sft_files())
+    assert not missing, f"on the SFT path but not in SFT_MODULES: {sorted(str(m.relative_to(repo)) for m in missing)}"
+
+
+def test_weights_hash_is_recorded_and_checked_on_every_cache_hit(tmp_path):
+    from bench.warmstart import weights_sha256
+
+    task, scale = tasks.get("addition", difficulty="easy"), models.get("nano")
+    first = warm_start(task, scale, CFG, cache=tmp_path)
+    meta = json.loads((first.path / "warmstart.json").read_text())
+    assert first.sha256 == meta["sha256"] == weights_sha256(first.path) and len(first.sha256) == 64
+    assert meta["code"] and meta["device"] == "cpu"
+    assert warm_start(task, scale, CFG, cache=tmp_path).sha256 == first.sha256
+    weights = next(first.path.glob("*.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one flipped bit in the last weight
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=f"{first.path}.*modified or damaged.*delete that directory"):
+        warm_start(task, scale, CFG, cache=tmp_path)
