@@ -37,7 +37,7 @@ test-slow: setup  # tests marked @pytest.mark.slow (the published report regener
 
 # Before publishing, and on a fresh clone: rerun a sample of every published report's runs from
 # scratch (warm starts trained anew in one private cache, deleted after) and compare their step and
-# evaluation tables with the committed ones. Exit 1 names every column that differs. ~15 min on 2 cores.
+# evaluation tables with the committed ones. Exit 1 names every column that differs. ~5 min on 2 cores.
 reproduce: setup
 	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && export OMP_NUM_THREADS=1 && \
 	$(VENV)/bin/bench reproduce reports/math-small --runs 3 --workers 2 --cache "$$cache" && \
