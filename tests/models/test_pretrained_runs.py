@@ -65,7 +65,8 @@ def test_bench_run_gsm8k_data_on_a_local_model_without_warm_start(qwen_dir, gsm_
     run_dir = next((tmp_path / "res" / "runs").iterdir())
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["status"] == "finished" and meta["steps_done"] == 2
-    assert meta["warmstart"] == {"key": "none", "path": str(qwen_dir.resolve()), "accuracy": None}
+    assert meta["warmstart"] == {"key": "none", "path": str(qwen_dir.resolve()), "accuracy": None,
+                                 "sha256": warmstart.weights_sha256(qwen_dir)}  # the local weights, as they are
     assert meta["config"]["task_params"] == {"path": str(gsm_file)}
     assert pl.read_parquet(run_dir / "evals.parquet")["fraction"].to_list() == [0.0, 0.5, 1.0]
     steps = pl.read_parquet(run_dir / "steps.parquet")
