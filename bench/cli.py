@@ -389,7 +389,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from bench import publish
 
-    outcomes = publish.reproduce(Path(args.report_dir), args.runs, publish.parse_only(args.only),
+    outcomes = publish.reproduce(Path(args.report_dir), args.runs, args.only,
                                  cache=Path(args.cache) if args.cache else None, workers=args.workers,
                                  keep=Path(args.keep) if args.keep else None)
     return 0 if all(o.identical for o in outcomes) else 1

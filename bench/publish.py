@@ -47,16 +47,12 @@ def publish(suite, root: Path, reports: Path | None = None, out=None) -> Path:
     target = reports / suite.name
     data = target / "data" / "runs"
     cfgs = {c.run_id: c for c in suite.expand()}
-    metas, missing = {}, []
-    for rid in cfgs:
-        src = _source(rid, root, data)
-        if src is None:
-            missing.append(rid)
-        else:
-            metas[rid] = json.loads((src / "run.json").read_text())
+    sources = {rid: _source(rid, root, data) for rid in cfgs}
+    missing = [rid for rid, src in sources.items() if src is None]
     if missing:
         raise ValueError(f"{len(missing)} of the {len(cfgs)} runs of suite {suite.name} have no finished record in "
                          f"{root} (e.g. {', '.join(missing[:3])}); `bench suite {suite.name}` runs them")
+    metas = {rid: json.loads((src / "run.json").read_text()) for rid, src in sources.items()}
     problems = publish_problems(metas, {rid: c.tags["cell"] for rid, c in cfgs.items()})
     if problems:
         raise ValueError(f"not publishable: {'; '.join(problems)}. Publish runs trained from a clean commit "
@@ -67,8 +63,7 @@ def publish(suite, root: Path, reports: Path | None = None, out=None) -> Path:
     try:
         (stage / "runs").mkdir()
         linked = 0
-        for rid in sorted(cfgs):
-            src = _source(rid, root, data)
+        for rid, src in sorted(sources.items()):
             twin = _published_twin(rid, src, reports, suite.name)
             if twin is not None:
                 os.symlink(os.path.relpath(twin, data), stage / "runs" / rid)
@@ -140,9 +135,16 @@ def published_runs(report_dir: Path) -> dict[str, dict]:
     return metas
 
 
-def _label(meta: dict) -> tuple[str, str, int]:
+def _labels(meta: dict) -> dict[str, str]:
+    """What --only matches a published run by (its cell, recipe, seed, task, scale)."""
     cfg = meta["config"]
-    return cfg.get("tags", {}).get("cell") or f"{cfg['task']}/{cfg['scale']}", meta["recipe_name"], int(cfg["seed"])
+    return {"cell": cfg.get("tags", {}).get("cell") or f"{cfg['task']}/{cfg['scale']}", "recipe": meta["recipe_name"],
+            "seed": str(cfg["seed"]), "task": cfg["task"], "scale": cfg["scale"]}
+
+
+def _outcome(rid: str, meta: dict) -> Outcome:
+    lab = _labels(meta)
+    return Outcome(rid, lab["cell"], lab["recipe"], int(lab["seed"]))
 
 
 def select(metas: dict[str, dict], n: int, only: dict[str, list[str]] | None = None) -> list[str]:
@@ -152,12 +154,10 @@ def select(metas: dict[str, dict], n: int, only: dict[str, list[str]] | None = N
     only = only or {}
     groups: dict[str, dict[str, list[tuple[int, str]]]] = {}
     for rid, m in metas.items():
-        cell, recipe, seed = _label(m)
-        values = {"cell": cell, "recipe": recipe, "seed": str(seed), "task": m["config"]["task"],
-                  "scale": m["config"]["scale"]}
+        values = _labels(m)
         if any(values[k] not in v for k, v in only.items()):
             continue
-        groups.setdefault(cell, {}).setdefault(recipe, []).append((seed, rid))
+        groups.setdefault(values["cell"], {}).setdefault(values["recipe"], []).append((int(values["seed"]), rid))
     queues = {c: [min(runs)[1] for _, runs in sorted(recipes.items())] for c, recipes in sorted(groups.items())}
     picked: list[str] = []
     while len(picked) < n and any(queues.values()):
@@ -232,22 +232,31 @@ def compare_runs(old_dir: Path, new_dir: Path) -> list[str]:
     return out
 
 
-def reproduce(report_dir: Path, n: int, only: dict[str, list[str]] | None = None, cache: Path | None = None,
+def reproduce(report_dir: Path, n: int, only: Iterable[str] = (), cache: Path | None = None,
               workers: int = 1, keep: Path | None = None, out=None) -> list[Outcome]:
     """Rerun n of a published report's runs from scratch and compare them with the committed ones.
 
+    only: --only specs (KEY=V1,V2 with KEY cell, recipe, seed, task or scale), checked against the
+    report's runs.
     cache: the warm-start cache to train into (default: a new empty directory, deleted after; give
     an empty one, or one that only earlier reproductions from this tree trained into). keep: an
     empty results directory for the reruns (default: a temporary one, deleted after)."""
     from bench.config import RunConfig
     from bench.harness.executors import LocalExecutor
+    from bench.harness.plan import set_env
+    from bench.suite import parse_filters
 
     out = out or sys.stdout
     report_dir = Path(report_dir)
     metas = published_runs(report_dir)
-    ids = select(metas, n, only)
+    valid: dict[str, list[str]] = {}
+    for m in metas.values():
+        for k, v in _labels(m).items():
+            valid.setdefault(k, []).append(v)
+    filters = parse_filters(list(only), {k: sorted(set(v)) for k, v in valid.items()}, f"in {report_dir}")
+    ids = select(metas, n, filters)
     if not ids:
-        raise ValueError(f"--only {only} selects none of the {len(metas)} finished runs in {report_dir / 'data' / 'runs'}")
+        raise ValueError(f"--only {' '.join(only)} selects none of the {len(metas)} finished runs in {report_dir / 'data' / 'runs'}")
     with tempfile.TemporaryDirectory(prefix="bench-reproduce-") as tmp:
         cache_dir = Path(cache) if cache else Path(tmp) / "cache"
         root = Path(keep) if keep else Path(tmp) / "results"
@@ -255,37 +264,29 @@ def reproduce(report_dir: Path, n: int, only: dict[str, list[str]] | None = None
             raise ValueError(f"--keep {root} is not empty: reruns go into an empty results directory")
         cache_dir.mkdir(parents=True, exist_ok=True)
         root.mkdir(parents=True, exist_ok=True)
-        outcomes = {rid: Outcome(rid, *_label(metas[rid])) for rid in ids}
+        outcomes = {rid: _outcome(rid, metas[rid]) for rid in ids}
         print(f"reproduce {report_dir}: {len(ids)} of {len(metas)} runs, warm starts trained from scratch in "
               f"{cache_dir}, reruns in {root}", file=out)
         for o in outcomes.values():
             print(f"  {o.run_id}  {o.cell}  {o.recipe}  seed {o.seed}", file=out)
-        jobs = []
+        jobs, by_new_id = [], {}  # by_new_id: today's run id -> the published one
         for rid in ids:
             cfg = RunConfig.from_dict(metas[rid]["config"])
             if cfg.run_id != rid:
                 outcomes[rid].differences.append(f"config: the recorded config hashes to run id {cfg.run_id} today "
                                                  f"(config hashing changed); rerun under that id")
             jobs.append((cfg.to_dict(), str(root), False, None))
+            by_new_id[cfg.run_id] = rid
+
+        def done(res: dict) -> None:
+            rid = by_new_id.get(res["run_id"], res["run_id"])
+            if res["status"] not in ("finished", "diverged"):
+                outcomes[rid].error = f"rerun {res['status']}: {res.get('reason')}"
+            print(f"  rerun {rid}: {res['status']} ({_secs(res.get('wall_s'))})", file=out, flush=True)
+
         t0 = time.monotonic()
-        old_env = os.environ.get("BENCH_CACHE")
-        os.environ["BENCH_CACHE"] = str(cache_dir)  # spawned workers inherit it
-        try:
-            with LocalExecutor(workers) as ex:
-                by_new_id = {RunConfig.from_dict(j[0]).run_id: rid for j, rid in zip(jobs, ids)}
-
-                def done(res: dict) -> None:
-                    rid = by_new_id.get(res["run_id"], res["run_id"])
-                    if res["status"] not in ("finished", "diverged"):
-                        outcomes[rid].error = f"rerun {res['status']}: {res.get('reason')}"
-                    print(f"  rerun {rid}: {res['status']} ({_secs(res.get('wall_s'))})", file=out, flush=True)
-
-                ex.run(jobs, done)
-        finally:
-            if old_env is None:
-                os.environ.pop("BENCH_CACHE", None)
-            else:
-                os.environ["BENCH_CACHE"] = old_env
+        with set_env("BENCH_CACHE", str(cache_dir)), LocalExecutor(workers) as ex:  # spawned workers inherit it
+            ex.run(jobs, done)
         for new_id, rid in by_new_id.items():
             o = outcomes[rid]
             new_dir = results.run_dir(root, new_id)
@@ -313,13 +314,3 @@ def _secs(s) -> str:
         return "?"
     return f"{s:.0f} s"
 
-
-def parse_only(items: Iterable[str]) -> dict[str, list[str]]:
-    keys = ("cell", "recipe", "seed", "task", "scale")
-    out: dict[str, list[str]] = {}
-    for item in items:
-        k, sep, v = item.partition("=")
-        if not sep or k not in keys or not v:
-            raise ValueError(f"--only {item!r}: expected KEY=V1,V2 with KEY one of {', '.join(keys)}")
-        out.setdefault(k, []).extend(x.strip() for x in v.split(",") if x.strip())
-    return out

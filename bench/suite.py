@@ -81,7 +81,6 @@ from bench.textfile import read_text
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 OVERRIDABLE = ("recipe", "train")  # budget, eval, task, scale, warm start stay matched within a cell
-FILTER_KEYS = ("recipe", "seed", "cell", "task", "scale", "regime", "claim")
 __all__ = ["DEFAULT_PRIMARY", "PRIMARY_METRICS", "Cell", "ReportSettings", "Resources", "Suite", "SuiteError", "SuiteFile",
            "from_dict", "load", "names", "resolve", "unknown"]
 
@@ -240,21 +239,25 @@ class Suite:
 
     def parse_only(self, specs: list[str]) -> dict[str, list[str]]:
         """['recipe=grpo,dapo', 'seed=0'] -> {'recipe': ['grpo', 'dapo'], 'seed': ['0']}, validated."""
-        valid = self.labels()
-        out: dict[str, list[str]] = {}
-        for spec in specs:
-            key, sep, vals = spec.partition("=")
-            key = key.strip()
-            if not sep or key not in FILTER_KEYS:
-                raise ValueError(f"--only {spec!r}: expected KEY=V1,V2 with KEY one of {', '.join(FILTER_KEYS)}")
-            for v in (v.strip() for v in vals.split(",")):
-                if v not in valid[key]:
-                    raise ValueError(f"--only {spec!r}: {unknown(key, v, valid[key])} (in suite {self.name})")
-                out.setdefault(key, []).append(v)
-        return out
+        return parse_filters(specs, self.labels(), f"in suite {self.name}")
 
 
 # ---------------------------------------------------------------------------------------------
+def parse_filters(specs: list[str], valid: dict[str, list[str]], where: str) -> dict[str, list[str]]:
+    """--only specs ['KEY=V1,V2', ...] -> {KEY: [V1, V2]}, every key and value one of `valid`'s."""
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        key, sep, vals = spec.partition("=")
+        key = key.strip()
+        if not sep or key not in valid:
+            raise ValueError(f"--only {spec!r}: expected KEY=V1,V2 with KEY one of {', '.join(valid)}")
+        for v in (v.strip() for v in vals.split(",")):
+            if v not in valid[key]:
+                raise ValueError(f"--only {spec!r}: {unknown(key, v, valid[key])} ({where})")
+            out.setdefault(key, []).append(v)
+    return out
+
+
 def unknown(what: str, value: object, choices: list[str]) -> str:
     msg = f"unknown {what} {value!r}; valid: {', '.join(map(str, choices))}"
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)

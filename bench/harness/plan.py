@@ -35,7 +35,8 @@ def warmstart_cached(cfg: RunConfig) -> bool:
 
 
 @contextlib.contextmanager
-def _env(name: str, value: str):
+def set_env(name: str, value: str):
+    """Set an environment variable for the block (spawned workers inherit it), then restore it."""
     old = os.environ.get(name)
     os.environ[name] = value
     try:
@@ -57,7 +58,7 @@ def calibrate(cfg: RunConfig) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as tmp, contextlib.ExitStack() as stack:
         if not cached:
             cfg = cfg.replace(warmstart=cfg.warmstart.replace(steps=0, eval_examples=1))
-            stack.enter_context(_env("BENCH_CACHE", str(Path(tmp) / "cache")))
+            stack.enter_context(set_env("BENCH_CACHE", str(Path(tmp) / "cache")))
         t = Trainer(cfg, root=Path(tmp) / "results")
         t0 = time.perf_counter()
         t._setup()

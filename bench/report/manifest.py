@@ -68,6 +68,11 @@ def warm_starts(cells: dict[str, str], metas: dict[str, dict]) -> dict[str, Coun
     return out
 
 
+def mixed(counts: Counter) -> bool:
+    """Whether a cell's runs start from more than one recorded warm start."""
+    return sum(1 for sha in counts if sha) > 1
+
+
 def warm_start_text(counts: Counter) -> str:
     return "; ".join(f"{(sha[:12] if sha else 'not recorded')} ({n} run{'s' if n != 1 else ''})"
                      for sha, n in sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0] or "")))
@@ -86,7 +91,7 @@ def publish_problems(metas: dict[str, dict], cells: dict[str, str]) -> list[str]
         out.append(f"{len(unhashed)} run(s) do not record their warm start's weights (SHA-256): "
                    + ", ".join(unhashed[:5]) + (" ..." if len(unhashed) > 5 else ""))
     for cell, counts in warm_starts(cells, metas).items():
-        if len([sha for sha in counts if sha]) > 1:
+        if mixed(counts):
             out.append(f"cell {cell} mixes {len(counts)} warm starts: {warm_start_text(counts)}")
     return out
 

@@ -167,7 +167,7 @@ def _warm_start_text(ctx: Context) -> str:
     """Where the runs started: one warm start per cell (the intervals then hold no warm-start
     variance), or a warning for a cell that mixes checkpoints or runs that do not record theirs."""
     counts = M.warm_starts(run_cells(ctx), ctx.data.metas)
-    mixed = {c: n for c, n in counts.items() if len([sha for sha in n if sha]) > 1}
+    mixed = {c: n for c, n in counts.items() if M.mixed(n)}
     unknown = sum(n.get(None, 0) for n in counts.values())
     text = ("Warm starts: the runs of each cell start from one warm start (one SFT checkpoint; its weights' "
             "SHA-256 is in the Manifest), so the intervals hold the variance between seeds, not between warm "
