@@ -119,6 +119,7 @@ class EvalConfig(Section):
     k: int = Field(4, ge=0)  # samples per prompt for avg@k / pass@k (0: greedy only)
     temperature: float = Field(1.0, gt=0)
     batch_size: int = Field(256, ge=1)  # prompts per generate call, bounds KV-cache memory
+    ood_examples: int = Field(0, ge=0)  # problems of the harder split (Task.ood) for eval/acc_ood; 0: none
 
 
 class EvalSchedule(Section):
@@ -135,6 +136,11 @@ class EvalSchedule(Section):
     n_examples: int = Field(200, ge=1)
     k: int = Field(4, ge=0)
     temperature: float = Field(1.0, gt=0)
+    # "fixed": every run evaluates on the first n_examples of the task's test split. "per_seed": each
+    # seed draws its own n_examples held-out problems (Task.eval_set), so that the variance between
+    # seeds includes the variance of test items (a user's next test set is another draw).
+    items: Literal["fixed", "per_seed"] = "fixed"
+    ood_examples: int = Field(0, ge=0)  # problems of the task one difficulty step harder (eval/acc_ood); 0: none
     spacing: Literal["linear", "log"] = "linear"
     points: int = Field(8, ge=2, le=100)  # log spacing: evaluation points above 0, the last at 1
     first: float = Field(0.01, gt=0, lt=1)  # log spacing: the first evaluation point above 0
@@ -154,7 +160,8 @@ class EvalSchedule(Section):
         return [i / n for i in range(n + 1)]
 
     def eval_config(self) -> EvalConfig:
-        return EvalConfig(n_examples=self.n_examples, k=self.k, temperature=self.temperature)
+        return EvalConfig(n_examples=self.n_examples, k=self.k, temperature=self.temperature,
+                          ood_examples=self.ood_examples)
 
     def canonical(self) -> dict:
         """The hashed form: the fields of linear spacing as before log spacing existed (so run ids
@@ -162,6 +169,10 @@ class EvalSchedule(Section):
         d = self.model_dump()
         for k in (("spacing", "points", "first") if self.spacing == "linear" else ("every",)):
             del d[k]
+        # added after results existed: left out at their defaults so earlier run ids stay
+        for k, default in (("items", "fixed"), ("ood_examples", 0)):
+            if d[k] == default:
+                del d[k]
         return d
 
 

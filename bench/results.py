@@ -79,6 +79,8 @@ STEP_SCHEMA = {"step": pl.Int64, **{m: pl.Float64 for m in STEP_METRICS}}
 EVAL_METRICS = [
     "eval/acc_greedy", "eval/avg_k", "eval/pass_k", "eval/len_mean", "eval/len_correct",
     "eval/len_incorrect", "eval/truncated_frac", "eval/gen_tokens", "eval/n",
+    # skill apart from format (added December 2026; earlier runs read them as null)
+    "eval/format_greedy", "eval/format_rate", "eval/acc_formatted", "eval/acc_ood",
 ]
 EVAL_SCHEMA = {"step": pl.Int64, "fraction": pl.Float64, "compute/flops": pl.Float64,
                **{m: pl.Float64 for m in EVAL_METRICS}}

@@ -1,4 +1,5 @@
-"""Held-out evaluation: greedy accuracy, avg@k and pass@k from k samples, lengths, truncation."""
+"""Held-out evaluation: greedy accuracy, avg@k and pass@k from k samples, format rate and accuracy among
+well-formed answers, a harder out-of-distribution split, lengths, truncation."""
 from __future__ import annotations
 
 import math
@@ -26,11 +27,17 @@ def evaluate(
     seed: int = 0,
     backend: RolloutBackend | None = None,
     samples: list | None = None,
+    ood: tuple | None = None,
 ) -> dict[str, float]:
-    """Metrics named `eval/...` on `examples` (a task's held-out split).
+    """Metrics named `eval/...` on `examples` (a task's held-out problems).
 
-    avg_k is the mean correctness of k samples per prompt (avg@k); pass_k is the share of prompts with at least
-    one correct sample among k (n = k, so the unbiased estimator reduces to this).
+    Greedy: `acc_greedy` and `format_greedy` (share of greedy answers that are well-formed, see
+    Task.well_formed). With k > 0, k answers sampled per prompt at cfg.temperature: `avg_k` (avg@k,
+    the sampled pass@1), `pass_k` (share of prompts with a correct sample among k; n = k, so the
+    unbiased estimator reduces to this), `format_rate` (share of samples that are well-formed) and
+    `acc_formatted` (accuracy among the well-formed samples: skill apart from format).
+    ood: (task, examples, max_new_tokens) of a harder split (Task.ood): `acc_ood` is avg@k there
+    (greedy accuracy when k = 0).
     samples: when a list, the first SAMPLES greedy completions are appended to it as dicts (prompt,
     completion, answer, correct): the evaluation's own outputs, no extra generation.
     """
@@ -54,14 +61,37 @@ def evaluate(
         "eval/truncated_frac": g.truncated.float().mean().item(),
         "eval/gen_tokens": float(sum(lengths)),
         "eval/n": float(len(examples)),
+        "eval/format_greedy": _nanmean([float(task.well_formed(t)) for t in texts]),
     }
     if cfg.k > 0:
-        rep = [p for p in prompts for _ in range(cfg.k)]
-        s = backend.generate(rep, SamplingParams(max_new_tokens=max_new, temperature=cfg.temperature, seed=seed + 1))
-        stexts = policy.decode(s.tokens, s.mask)
-        hits = torch.tensor([task.score(t, examples[i // cfg.k]) >= 1.0 for i, t in enumerate(stexts)], dtype=torch.float32)
-        hits = hits.view(len(examples), cfg.k)
+        hits, formed, tokens = _sampled(policy, backend, task, examples, prompts, cfg, max_new, seed + 1)
         out["eval/avg_k"] = hits.mean().item()
-        out["eval/pass_k"] = (hits.amax(1)).mean().item()
-        out["eval/gen_tokens"] += float(s.mask.sum().item())
+        out["eval/pass_k"] = hits.amax(1).mean().item()
+        out["eval/format_rate"] = formed.mean().item()
+        out["eval/acc_formatted"] = hits[formed].mean().item() if formed.any() else math.nan
+        out["eval/gen_tokens"] += tokens
+    if ood is not None:
+        ood_task, ood_examples, ood_max_new = ood
+        ood_examples = ood_examples[: cfg.ood_examples or len(ood_examples)]
+        ood_prompts = policy.encode_prompts([e.prompt for e in ood_examples])
+        if cfg.k > 0:
+            hits, _, tokens = _sampled(policy, backend, ood_task, ood_examples, ood_prompts, cfg, ood_max_new, seed + 2)
+        else:
+            o = backend.generate(ood_prompts, SamplingParams(max_new_tokens=ood_max_new, greedy=True, seed=seed + 2))
+            hits = torch.tensor([ood_task.score(t, e) >= 1.0 for t, e in zip(policy.decode(o.tokens, o.mask), ood_examples)],
+                                dtype=torch.float32)
+            tokens = float(o.lengths.sum().item())
+        out["eval/acc_ood"] = hits.mean().item()
+        out["eval/gen_tokens"] += tokens
     return out
+
+
+def _sampled(policy: Policy, backend: RolloutBackend, task, examples: list, prompts: list, cfg: EvalConfig,
+             max_new: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """k answers per prompt at cfg.temperature: (correct [n, k], well-formed [n, k], tokens generated)."""
+    rep = [p for p in prompts for _ in range(cfg.k)]
+    s = backend.generate(rep, SamplingParams(max_new_tokens=max_new, temperature=cfg.temperature, seed=seed))
+    texts = policy.decode(s.tokens, s.mask)
+    hits = torch.tensor([task.score(t, examples[i // cfg.k]) >= 1.0 for i, t in enumerate(texts)], dtype=torch.float32)
+    formed = torch.tensor([task.well_formed(t) for t in texts], dtype=torch.bool)
+    return hits.view(len(examples), cfg.k), formed.view(len(examples), cfg.k), float(s.mask.sum().item())

@@ -156,7 +156,16 @@ class Trainer:
         self.device = torch.device(dev)
         self.ledger = Ledger()
         self.train_pool = self.task.pool(cfg.train.prompt_pool)  # cycled in a seeded order; see Task.pool
-        self.test = self.task.split("test")
+        ec = cfg.eval
+        self.test = self.task.eval_set(ec.n_examples, cfg.seed if ec.items == "per_seed" else None)
+        self.ood = None  # (task, problems, max_new_tokens) of the harder split, when evaluated
+        if ec.ood_examples:
+            harder = self.task.ood()
+            if harder is None:
+                raise ValueError(f"eval.ood_examples: task {self.task.name!r} defines no harder split (Task.ood); "
+                                 "set eval.ood_examples = 0")
+            self.ood = (harder, harder.eval_set(ec.ood_examples, cfg.seed if ec.items == "per_seed" else None),
+                        cfg.train.max_new_tokens or harder.max_new_tokens)
         self._order = torch.Generator().manual_seed(cfg.seed)
         self._queue: list[int] = []
 
@@ -422,7 +431,7 @@ class Trainer:
         samples: list[dict] = []
         with self._amp():
             m = evaluate(self.policy, self.task, self.test, self.cfg.eval.eval_config(), max_new_tokens=self.max_new,
-                         seed=self.cfg.seed, samples=samples)
+                         seed=self.cfg.seed, samples=samples, ood=self.ood)
         self.samples.extend({"step": self._step, "fraction": frac, "index": i, **s} for i, s in enumerate(samples))
         return {"step": self._step, "fraction": frac, "compute/flops": float(self.ledger.flops), **m}
 

@@ -16,6 +16,7 @@ does the length of the longer operand, which gives response length room to drift
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -67,15 +68,21 @@ class Addition(GeneratedTask):
         "hard": dict(min_digits=3, max_digits=6),
     }
     config: AdditionConfig
+    step_pattern = re.compile(r"\d\+\d(?:\+1)?=\d+")  # one column: 7+5=12, 4+8+1=13
 
-    def stream(self) -> Iterator[Example]:
-        rng = random.Random(f"{self.name}:{self.config.seed}")
+    def stream(self, salt: str = "") -> Iterator[Example]:
+        rng = random.Random(f"{self.name}:{self.config.seed}" + (f":{salt}" if salt else ""))
         while True:
             yield example(self._operand(rng), self._operand(rng))
 
     def _operand(self, rng: random.Random) -> int:
         digits = rng.randint(self.config.min_digits, self.config.max_digits)
         return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
+
+    def harder(self) -> dict:
+        # every operand one digit longer: sums of a length the warm start never saw, and the shorter
+        # ones it did
+        return dict(min_digits=min(self.config.min_digits + 1, 18), max_digits=min(self.config.max_digits + 1, 18))
 
     def score(self, completion: str, example: Example) -> float:
         return numeric_score(completion, example.answer)

@@ -11,8 +11,11 @@ sampler). Both are prefixes, so `split("test", 50)` is `split("test", 200)[:50]`
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
+import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -54,12 +57,20 @@ class TaskConfig:
 class Task:
     """Base class. A subclass sets `name`, `Config`, `presets` (difficulty -> params) and
     `default_difficulty`, registers itself with `@register`, and implements `split`,
-    `score` and `max_new_tokens`."""
+    `score` and `max_new_tokens`.
+
+    Well-formed answers. `well_formed(completion)` says whether a completion is in the task's
+    worked format: at least `min_steps` scratchpad lines, each fully matching `step_pattern`
+    (a regex; None: any text), then a final line `#### answer` whose answer `parses`. Accuracy
+    among well-formed answers is the task's skill, apart from its format (engine/evaluate.py).
+    """
 
     name: ClassVar[str]
     Config: ClassVar[type[TaskConfig]]
     presets: ClassVar[dict[str, dict[str, Any]]]
     default_difficulty: ClassVar[str] = "medium"
+    step_pattern: ClassVar[re.Pattern | None] = None
+    min_steps: ClassVar[int] = 1
 
     def __init__(self, config: TaskConfig):
         if not isinstance(config, self.Config):
@@ -82,6 +93,47 @@ class Task:
         from .answer import extract_answer
 
         return extract_answer(completion)
+
+    def parses(self, answer: str) -> bool:
+        """Whether a final answer is a well-formed one for this task (default: an integer)."""
+        from .answer import parse_int
+
+        return parse_int(answer) is not None
+
+    def well_formed(self, completion: str) -> bool:
+        """Whether `completion` is in the worked format: `min_steps`+ scratchpad lines matching
+        `step_pattern`, then a last line `#### answer` whose answer `parses`. Never raises."""
+        if not isinstance(completion, str):
+            return False
+        lines = completion.strip().split("\n")
+        last = lines[-1]
+        from .answer import MARKER
+
+        if not last.startswith(MARKER):
+            return False
+        answer = self.extract(last)
+        if answer is None or not self.parses(answer):
+            return False
+        steps = lines[:-1]
+        if len(steps) < self.min_steps:
+            return False
+        pattern = self.step_pattern
+        return pattern is None or all(pattern.fullmatch(line) for line in steps)
+
+    def eval_set(self, n: int, seed: int | None = None) -> list[Example]:
+        """`n` held-out problems for an evaluation: the first `n` of the test split when `seed`
+        is None, else `n` distinct held-out problems drawn for that seed (another seed, other
+        problems), so test-item variance enters the variance between runs."""
+        if seed is None:
+            return self.split("test", n)
+        test = self.split("test")
+        check_int("seed", seed)
+        return random.Random(derived_seed(self.name, "eval", seed)).sample(test, min(n, len(test)))
+
+    def ood(self) -> Task | None:
+        """The task one difficulty step harder (out of distribution for a policy trained on this
+        one; same seed and held-out partition), or None when the task defines no harder step."""
+        return None
 
     def pool(self, cap: int | None = None) -> list[Example]:
         """The distinct training prompts a run cycles through: all of the train split, or its
@@ -115,9 +167,28 @@ class GeneratedTask(Task):
     def pool(self, cap: int | None = None) -> list[Example]:
         return self.split("train", n=self.default_pool if cap is None else cap)
 
-    def stream(self) -> Iterator[Example]:
-        """Examples in a fixed order determined by the config (train and test mixed)."""
+    def stream(self, salt: str = "") -> Iterator[Example]:
+        """Examples in a fixed order determined by the config (train and test mixed). A non-empty
+        `salt` gives another independent stream of the same distribution (`eval_set` draws one
+        per seed); salt "" is the stream the splits read."""
         raise NotImplementedError
+
+    def harder(self) -> dict[str, Any] | None:
+        """Config overrides that make this task one difficulty step harder (see `ood`); None: none."""
+        return None
+
+    def ood(self) -> Task | None:
+        params = self.harder()
+        return None if params is None else type(self)(dataclasses.replace(self.config, **params))
+
+    def eval_set(self, n: int, seed: int | None = None) -> list[Example]:
+        """Held-out problems: with a seed, the first `n` distinct held-out prompts of a stream of
+        their own (salt `eval:<seed>`), fresh problems for every seed; see Task.eval_set."""
+        if seed is None:
+            return self.split("test", n)
+        check_int("seed", seed)
+        check_int("n", n, lo=0)
+        return self._held_out(self.stream(f"eval:{seed}"), n)
 
     def split(self, which: Split, n: int | None = None) -> list[Example]:
         check_split(which)
@@ -142,10 +213,17 @@ class GeneratedTask(Task):
         # Cached: the engine evaluates on the same held-out set many times per run.
         if len(self._test_cache) >= n:
             return self._test_cache[:n]
+        self._test_cache = self._held_out(self.stream(), n)
+        return self._test_cache
+
+    def _held_out(self, stream: Iterator[Example], n: int) -> list[Example]:
+        """The first `n` distinct held-out prompts of `stream` (bounded: see max_draws_per_test_example)."""
         out: list[Example] = []
+        if n == 0:
+            return out
         seen: set[str] = set()
         max_draws = max(10_000, int(self.max_draws_per_test_example * n / self.config.holdout_frac))
-        for draws, ex in enumerate(self.stream(), start=1):
+        for draws, ex in enumerate(stream, start=1):
             if ex.prompt not in seen and self.in_test(ex.prompt):
                 seen.add(ex.prompt)
                 out.append(ex)
@@ -156,8 +234,8 @@ class GeneratedTask(Task):
                     f"{self.name}: found only {len(out)} distinct held-out prompts in {draws} "
                     "draws, "
                     f"fewer than the {n} asked for; this difficulty has too few distinct problems "
-                    f"for that test size: lower test_size or raise the difficulty ({self.config})")
-        self._test_cache = out
+                    f"for that many held-out problems: lower test_size (or eval.n_examples) or raise the "
+                    f"difficulty ({self.config})")
         return out
 
 

@@ -13,6 +13,7 @@ reasoning-gym's scorer on gold answers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -76,19 +77,25 @@ class ChainSum(GeneratedTask):
         "hard": dict(min_terms=3, max_terms=6, min_digits=1, max_digits=3),
     }
     config: ChainSumConfig
+    step_pattern = re.compile(r"-?\d+[+-]-?\d+=-?\d+")  # one running sum: 12+7=19, 19-30=-11
 
-    def rg_dataset(self):
+    def harder(self) -> dict:
+        # one more term in every chain: one more running sum than the warm start ever wrote
+        c = self.config
+        return dict(min_terms=min(c.min_terms + 1, 20), max_terms=min(c.max_terms + 1, 20))
+
+    def rg_dataset(self, salt: str = ""):
         """The reasoning-gym dataset behind this task (item i of it is stream item i)."""
         import reasoning_gym  # 1.6 s import: only when examples are needed
 
         c = self.config
         return reasoning_gym.create_dataset(
-            "chain_sum", size=10**9, seed=derived_seed(self.name, c.seed),
+            "chain_sum", size=10**9, seed=derived_seed(self.name, c.seed, *([salt] if salt else [])),
             min_terms=c.min_terms, max_terms=c.max_terms, min_digits=c.min_digits,
             max_digits=c.max_digits, allow_negation=c.allow_negation)
 
-    def stream(self) -> Iterator[Example]:
-        ds = self.rg_dataset()
+    def stream(self, salt: str = "") -> Iterator[Example]:
+        ds = self.rg_dataset(salt)
         for i in range(len(ds)):
             item = ds[i]
             ex = from_expression(item["metadata"]["expression"])

@@ -130,21 +130,34 @@ class Countdown(GeneratedTask):
         "hard": dict(min_numbers=3, max_numbers=4, min_value=1, max_value=20, max_target=100),
     }
     config: CountdownConfig
+    step_pattern = re.compile(r"-?\d+[-+*/]-?\d+=-?\d+")  # one operation: 8-2=6
 
-    def rg_dataset(self):
+    def parses(self, answer: str) -> bool:
+        try:
+            evaluate(answer, self.config.operators)
+        except (_Invalid, ZeroDivisionError, OverflowError, MemoryError):
+            return False
+        return True
+
+    def harder(self) -> dict:
+        # one more number to combine (and so one more step) than the warm start saw
+        c = self.config
+        return dict(min_numbers=min(c.min_numbers + 1, 8), max_numbers=min(c.max_numbers + 1, 8))
+
+    def rg_dataset(self, salt: str = ""):
         """The reasoning-gym dataset behind this task (stream item i comes from its item i,
         minus the items skipped, see `stream`)."""
         import reasoning_gym  # 1.6 s import: only when examples are needed
 
         c = self.config
         return reasoning_gym.create_dataset(
-            "countdown", size=10**9, seed=derived_seed(self.name, c.seed),
+            "countdown", size=10**9, seed=derived_seed(self.name, c.seed, *([salt] if salt else [])),
             min_numbers=c.min_numbers, max_numbers=c.max_numbers, min_value=c.min_value,
             max_value=c.max_value, min_target=c.min_target, max_target=c.max_target,
             operators=c.operators)
 
-    def stream(self) -> Iterator[Example]:
-        ds = self.rg_dataset()
+    def stream(self, salt: str = "") -> Iterator[Example]:
+        ds = self.rg_dataset(salt)
         for i in range(len(ds)):
             ex = self.from_rg(ds[i], i)
             if ex is not None:

@@ -168,6 +168,10 @@ class DataTask(Task):
     def extract(self, completion: str) -> str | None:
         return EXTRACTORS[self.config.extractor](completion)
 
+    def well_formed(self, completion: str) -> bool:
+        # free-form working: well-formed means the extractor finds a final answer
+        return self.extract(completion) is not None
+
     def in_test(self, prompt: str) -> bool:
         return prompt in self._test_prompts  # the hash partition, or membership of the test set
 

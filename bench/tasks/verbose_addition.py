@@ -131,10 +131,15 @@ class VerboseAddition(GeneratedTask):
         "hard": dict(min_digits=3, max_digits=6),
     }
     config: VerboseAdditionConfig
+    step_pattern = re.compile(f"{_COLUMN.pattern[1:-1]}|{_CHECK.pattern[1:-1]}")  # column or re-check lines
 
-    def stream(self) -> Iterator[Example]:
+    def harder(self) -> dict:
         c = self.config
-        rng = random.Random(f"{self.name}:{c.seed}")
+        return dict(min_digits=min(c.min_digits + 1, 18), max_digits=min(c.max_digits + 1, 18))
+
+    def stream(self, salt: str = "") -> Iterator[Example]:
+        c = self.config
+        rng = random.Random(f"{self.name}:{c.seed}" + (f":{salt}" if salt else ""))
         while True:
             a, b = self._operand(rng), self._operand(rng)
             spelled = rng.random() < c.spelled_frac
