@@ -67,7 +67,7 @@ def evaluate(
         hits, formed, tokens = _sampled(policy, backend, task, examples, prompts, cfg, max_new, seed + 1)
         out["eval/avg_k"] = hits.mean().item()
         out["eval/pass_k"] = hits.amax(1).mean().item()
-        out["eval/format_rate"] = formed.mean().item()
+        out["eval/format_rate"] = formed.float().mean().item()
         out["eval/acc_formatted"] = hits[formed].mean().item() if formed.any() else math.nan
         out["eval/gen_tokens"] += tokens
     if ood is not None:
