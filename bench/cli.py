@@ -25,6 +25,31 @@ def _int_at_least(lo: int):
     return parse
 
 
+LADDER_DEFAULT = (200, 400, 800, 1600, 3200)  # bench.calibration.LADDER (not imported: keeps `bench --help` fast)
+
+
+def _ints(text: str) -> list[int]:
+    """A comma-separated ascending list of positive integers: 200,400,800."""
+    try:
+        v = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected comma-separated integers, e.g. 200,400,800") from None
+    if not v or min(v) < 1 or v != sorted(set(v)):
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected distinct positive integers in ascending order")
+    return v
+
+
+def _floats(text: str) -> list[float]:
+    """A comma-separated list of finite numbers > 0: 3e-3,1e-3."""
+    try:
+        v = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected comma-separated numbers, e.g. 3e-3,1e-3") from None
+    if not v or not all(0 < x < float("inf") for x in v):
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected finite numbers > 0")
+    return v
+
+
 def _positive_float(text: str) -> float:
     import math
 
@@ -104,6 +129,41 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
     print(f"time: {ws.seconds:.1f} s")
     print(f"checkpoint: {ws.path}")
     return 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from bench import calibration, models, preflight, tasks
+    from bench.config import WarmStartConfig, parse_assignments
+    from bench.typed import unflatten
+
+    tree = unflatten(parse_assignments(args.set)) if args.set else {}
+    if set(tree) - {"warmstart"}:
+        raise ValueError(f"--set: calibration takes warm-start settings only (warmstart.FIELD=VALUE), got "
+                         f"{', '.join(sorted(set(tree) - {'warmstart'}))}")
+    ws = WarmStartConfig.build(tree.get("warmstart", {}))
+    if len(args.target) != 2 or not 0 <= args.target[0] < args.target[1] <= 1:
+        raise ValueError(f"--target: got {args.target}; expected LO,HI with 0 <= LO < HI <= 1")
+    if not 0 < args.min_format <= 1:
+        raise ValueError(f"--min-format: got {args.min_format}; expected a number in (0, 1]")
+    task = tasks.get(args.task, **_task_params(args.data, args.param))
+    scale = models.get(args.scale)
+    preflight.check_device(args.device)
+    lo, hi = args.target
+    print(f"calibrating the warm start of {task.name} {task.config} at {scale.name}: lrs {', '.join(map(str, args.lrs))}, "
+          f"steps {', '.join(map(str, args.steps))}; target format rate >= {args.min_format}, pass@1 in [{lo}, {hi}] "
+          f"(n {args.n}, k {args.k}, T = 1)", file=sys.stderr)
+    entry = calibration.calibrate(task, scale, ws, lrs=tuple(args.lrs), ladder=tuple(args.steps), n=args.n, k=args.k,
+                                  min_format=args.min_format, target=(lo, hi),
+                                  cache=Path(args.cache) if args.cache else None, device=args.device,
+                                  log=lambda m: print(m, file=sys.stderr))
+    print(calibration.describe(entry))
+    if args.dry_run:
+        print("not recorded (--dry-run)")
+        return 0
+    out = Path(args.out) if args.out else calibration.PATH
+    calibration.write(entry, out)
+    print(f"recorded in {out}: runs with warmstart.calibrated = true on this task and scale use it")
+    return 0 if entry["status"] == "ok" else 3
 
 
 def _task_params(data: str | None, assignments: list[str]) -> dict:
@@ -426,6 +486,33 @@ def build_parser() -> argparse.ArgumentParser:
     ws.add_argument("--device", default="cpu")
     ws.add_argument("--cache", default=None, help="cache directory (default: $BENCH_CACHE or ~/.cache/grpo-bench)")
     ws.set_defaults(func=_cmd_warmstart)
+
+    ca = sub.add_parser("calibrate", help="choose a task/scale's SFT steps and lr so RL starts well-formed, with headroom",
+                        description="Train warm starts on a ladder of SFT step counts (each cached), measure each on "
+                                    "held-out problems with k samples at T = 1, and record in bench/calibration.json "
+                                    "the first whose format rate and sampled pass@1 meet the targets. Runs use it "
+                                    "with warmstart.calibrated = true. Exit 0: targets met; 3: recorded, not met "
+                                    "(too easy or too hard; the message says which).")
+    ca.add_argument("--task", required=True, help="task name (see `bench list tasks`)")
+    ca.add_argument("--scale", required=True, help="scale name (see `bench list scales`)")
+    ca.add_argument("--data", default=None, metavar="PATH", help="a dataset task's data")
+    ca.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="a task parameter, e.g. difficulty=hard, max_digits=5 (repeatable)")
+    ca.add_argument("--set", action="append", default=[], metavar="warmstart.FIELD=VALUE",
+                    help="other warm-start settings, e.g. warmstart.direct_frac=0.6 (repeatable)")
+    ca.add_argument("--lrs", type=_floats, default=[3e-3], help="SFT learning rates, tried in order (default 3e-3)")
+    ca.add_argument("--steps", type=_ints, default=list(LADDER_DEFAULT), help="the ladder of SFT step counts "
+                    f"(default {','.join(map(str, LADDER_DEFAULT))})")
+    ca.add_argument("--n", type=_int_at_least(1), default=500, help="held-out problems (default 500)")
+    ca.add_argument("--k", type=_int_at_least(1), default=4, help="samples per problem (default 4)")
+    ca.add_argument("--min-format", type=float, default=0.95, help="least sampled format rate (default 0.95)")
+    ca.add_argument("--target", type=_floats, default=[0.15, 0.5], metavar="LO,HI",
+                    help="the sampled pass@1 range (default 0.15,0.5)")
+    ca.add_argument("--out", default=None, help="the calibration file (default bench/calibration.json)")
+    ca.add_argument("--dry-run", action="store_true", help="measure, print the choice, record nothing")
+    ca.add_argument("--device", default="cpu")
+    ca.add_argument("--cache", default=None, help="cache directory (default: $BENCH_CACHE or ~/.cache/grpo-bench)")
+    ca.set_defaults(func=_cmd_calibrate)
 
     run = sub.add_parser("run", help="train one recipe on one task and scale for a compute budget",
                          description="Train one recipe end to end on the shared engine: warm start, rollouts, "

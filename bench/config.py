@@ -132,6 +132,7 @@ class EvalSchedule(Section):
     """
 
     WHERE: ClassVar[str] = "eval"
+    LATER: ClassVar[tuple[str, ...]] = ("items", "ood_examples")
     every: float = Field(0.1, gt=0, le=1)  # evaluate at every `every` fraction of the budget (and at 0 and 1)
     n_examples: int = Field(200, ge=1)
     k: int = Field(4, ge=0)
@@ -166,13 +167,9 @@ class EvalSchedule(Section):
     def canonical(self) -> dict:
         """The hashed form: the fields of linear spacing as before log spacing existed (so run ids
         of linear schedules are unchanged); with log spacing, its fields instead of `every`."""
-        d = self.model_dump()
+        d = super().canonical()
         for k in (("spacing", "points", "first") if self.spacing == "linear" else ("every",)):
             del d[k]
-        # added after results existed: left out at their defaults so earlier run ids stay
-        for k, default in (("items", "fixed"), ("ood_examples", 0)):
-            if d[k] == default:
-                del d[k]
         return d
 
 
@@ -180,6 +177,7 @@ class WarmStartConfig(Section):
     """Supervised warm start on the task's worked solutions (bench/warmstart.py)."""
 
     WHERE: ClassVar[str] = "warmstart"
+    LATER: ClassVar[tuple[str, ...]] = ("calibrated",)
     steps: int | None = Field(None, ge=0)  # None: bench.warmstart.STEPS[task][scale]
     batch_size: int = Field(64, ge=1)
     lr: float = Field(3e-3, gt=0)
@@ -193,6 +191,10 @@ class WarmStartConfig(Section):
     # and bare answers; a policy warm-started on such a mix must discover under RL which strategy
     # its verifier rewards (suites/math-small.toml). 0: every demonstration is worked.
     direct_frac: float = Field(0.0, ge=0, lt=1)
+    # True: steps and lr come from the committed calibration of this task, scale and warm-start
+    # settings (bench/calibration.json, written by `bench calibrate`), filled in when the run's config
+    # is built, so the run id names the values used. A run config that states steps keeps them.
+    calibrated: bool = False
 
     def resolve(self, task_name: str, scale_name: str) -> WarmStartConfig:
         """Steps filled in from bench.warmstart's per-(task, scale) table when not given."""
@@ -440,6 +442,15 @@ class RunConfig(Section):
     @classmethod
     def _no_warmstart(cls, v: Any) -> Any:
         return {"steps": 0} if v == "none" else v  # warmstart = "none": the model as it is, no SFT
+
+    @model_validator(mode="after")
+    def _calibrated(self) -> RunConfig:
+        if self.warmstart.calibrated and self.warmstart.steps is None:
+            from bench import calibration
+
+            entry = calibration.lookup(self.task, self.task_params, self.scale, self.warmstart)
+            object.__setattr__(self, "warmstart", self.warmstart.replace(steps=entry["steps"], lr=entry["lr"]))
+        return self
 
     @model_validator(mode="after")
     def _cross(self) -> RunConfig:

@@ -1,0 +1,165 @@
+"""Calibrated warm starts: the SFT steps and lr that put a (task, scale) where RL can show skill.
+
+A comparison of skill needs a policy that already writes the task's worked format (so an accuracy
+gain is not a switch of format) and is right on some problems but not most (so there is room to
+sharpen). `bench calibrate` measures this instead of hand-tuning a table per scale: for each SFT
+lr in turn, it trains warm starts on a ladder of step counts (200, 400, 800, ...; each one a real,
+cached warm start, so the chosen one is already trained) and evaluates each on held-out problems
+with k answers sampled at T = 1. It stops at the first rung where
+
+    format rate (share of sampled answers well-formed, Task.well_formed) >= min_format  and
+    sampled pass@1 >= target[0]
+
+and records that rung in `bench/calibration.json`, with every rung it measured. A rung whose
+pass@1 is above target[1] is still chosen (more SFT only raises it), marked "too easy": raise the
+task's difficulty. A ladder that ends below the targets records its best rung, marked "not met".
+
+A run asks for its calibrated warm start with `warmstart.calibrated = true`: its config then takes
+steps and lr from the entry that matches its task (name and every config field), scale and the
+other warm-start settings (the seed aside: replicas of a calibrated warm start share its steps).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import tempfile
+from pathlib import Path
+
+PATH = Path(__file__).resolve().parent / "calibration.json"
+LADDER = (200, 400, 800, 1600, 3200)
+# Warm-start settings an entry is matched on: every field but these (they do not change what SFT
+# reaches, or they are what calibration chooses).
+UNMATCHED = ("steps", "lr", "seed", "eval_examples", "calibrated")
+
+
+def _task_config(task: str, params: dict) -> dict:
+    from bench import tasks
+
+    return dataclasses.asdict(tasks.get(task, **params).config) | {"name": task}
+
+
+def _settings(ws) -> dict:
+    return {k: v for k, v in ws.model_dump().items() if k not in UNMATCHED}
+
+
+def match_key(task_config: dict, scale: str, ws) -> dict:
+    return {"task": dict(task_config), "scale": scale, "warmstart": _settings(ws)}
+
+
+def read(path: Path | None = None) -> list[dict]:
+    path = Path(path or PATH)
+    if not Path(path).is_file():
+        return []
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e}); restore it from git or rerun `bench calibrate`") from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise ValueError(f"{path}: expected an object with a list 'entries'")
+    return data["entries"]
+
+
+def lookup(task: str, task_params: dict, scale: str, ws, path: Path | None = None) -> dict:
+    """The calibration entry for this run's task, scale and warm-start settings; ValueError naming
+    the `bench calibrate` command to run when there is none."""
+    path = Path(path or PATH)
+    key = match_key(_task_config(task, task_params), scale, ws)
+    for entry in read(path):
+        if entry["match"] == json.loads(json.dumps(key, default=str)):
+            return entry
+    params = " ".join(f"--param {k}={v}" for k, v in sorted(task_params.items()))
+    known = sorted({f"{e['match']['task']['name']}/{e['match']['scale']}" for e in read(path)})
+    raise ValueError(f"warmstart.calibrated: no calibration of task {task!r} {task_params or ''} at scale {scale!r} "
+                     f"with these warm-start settings in {path.name} (calibrated: {', '.join(known) or 'none'}); run "
+                     f"`bench calibrate --task {task} --scale {scale}{' ' + params if params else ''}` first, or set "
+                     "warmstart.steps")
+
+
+def write(entry: dict, path: Path | None = None) -> None:
+    """Add `entry`, replacing one with the same match; atomic, entries in a stable order."""
+    path = Path(path or PATH)
+    entries = [e for e in read(path) if e["match"] != entry["match"]] + [entry]
+    entries.sort(key=lambda e: json.dumps(e["match"], sort_keys=True))
+    blob = json.dumps({"entries": entries}, indent=1, sort_keys=True, default=str) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=".calibration.", dir=Path(path).parent)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(blob)
+    os.replace(tmp, path)
+
+
+@dataclasses.dataclass
+class Rung:
+    lr: float
+    steps: int
+    metrics: dict[str, float]
+    seconds: float
+    key: str
+    sha256: str
+
+
+def choose(rungs: list[Rung], min_format: float, target: tuple[float, float]) -> tuple[Rung, str]:
+    """The first rung meeting the targets ("ok", or "too easy" above target[1]), else the best one
+    ("not met": the highest format rate, then pass@1)."""
+    for r in rungs:
+        if r.metrics["eval/format_rate"] >= min_format and r.metrics["eval/avg_k"] >= target[0]:
+            return r, "ok" if r.metrics["eval/avg_k"] <= target[1] else "too easy"
+    best = max(rungs, key=lambda r: (round(r.metrics["eval/format_rate"], 2), r.metrics["eval/avg_k"]))
+    return best, "not met"
+
+
+def calibrate(task, scale, ws, *, lrs: tuple[float, ...], ladder: tuple[int, ...] = LADDER, n: int = 500,
+              k: int = 4, min_format: float = 0.95, target: tuple[float, float] = (0.15, 0.5),
+              cache: Path | None = None, device: str = "cpu", log=print) -> dict:
+    """Train and measure the ladder (see the module docstring); returns the entry to record."""
+    import torch
+
+    from bench.config import EvalConfig
+    from bench.engine.evaluate import evaluate
+    from bench.warmstart import code_fingerprint, warm_start
+
+    test = task.split("test", n)
+    rungs: list[Rung] = []
+    status = "not met"
+    for lr in lrs:
+        tried = []
+        for steps in ladder:
+            w = warm_start(task, scale, ws.replace(steps=steps, lr=lr, calibrated=False), cache=cache, device=device)
+            policy = w.load(device)
+            with torch.no_grad():
+                m = evaluate(policy, task, test, EvalConfig(n_examples=n, k=k), seed=0)
+            rung = Rung(lr, steps, m, w.seconds, w.key, w.sha256)
+            rungs.append(rung)
+            tried.append(rung)
+            log(f"  lr {lr:g} steps {steps:5d}: format {m['eval/format_rate']:.3f} (greedy {m['eval/format_greedy']:.3f})"
+                f"  pass@1 {m['eval/avg_k']:.3f}  pass@{k} {m['eval/pass_k']:.3f}  greedy {m['eval/acc_greedy']:.3f}"
+                f"  acc|formed {m['eval/acc_formatted']:.3f}  ({w.seconds:.0f} s{', cached' if w.cache_hit else ''})")
+            chosen, status = choose(tried, min_format, target)
+            if status != "not met":
+                break
+        if status != "not met":
+            break
+    chosen, status = choose(rungs, min_format, target) if status == "not met" else (chosen, status)
+    return {
+        "match": json.loads(json.dumps(match_key({**dataclasses.asdict(task.config), "name": task.name}, scale.name, ws),
+                                       default=str)),
+        "steps": chosen.steps, "lr": chosen.lr, "status": status,
+        "measured": {k_: round(v, 4) for k_, v in chosen.metrics.items()},
+        "criteria": {"min_format": min_format, "target_pass1": list(target), "n": n, "k": k, "temperature": 1.0},
+        "rungs": [{"lr": r.lr, "steps": r.steps, "format_rate": round(r.metrics["eval/format_rate"], 4),
+                   "pass1": round(r.metrics["eval/avg_k"], 4), "pass_k": round(r.metrics["eval/pass_k"], 4),
+                   "greedy": round(r.metrics["eval/acc_greedy"], 4), "seconds": round(r.seconds, 1),
+                   "sha256": r.sha256} for r in rungs],
+        "code": code_fingerprint(), "date": datetime.date.today().isoformat(),
+    }
+
+
+def describe(entry: dict) -> str:
+    m, c = entry["measured"], entry["criteria"]
+    note = {"ok": "meets the targets", "too easy": f"pass@1 above {c['target_pass1'][1]}: raise the task's difficulty",
+            "not met": "no rung met the targets: train longer (--steps), another lr (--lrs) or an easier difficulty"}
+    return (f"chosen: lr {entry['lr']:g}, {entry['steps']} steps ({entry['status']}: {note[entry['status']]}); "
+            f"format {m['eval/format_rate']:.3f}, pass@1 {m['eval/avg_k']:.3f}, pass@{c['k']} {m['eval/pass_k']:.3f}, "
+            f"greedy {m['eval/acc_greedy']:.3f}")
+
