@@ -351,6 +351,16 @@ class Claim(Section):
         return recipe, cell or self.cell
 
 
+# What each accuracy column a report can read is, in the report's words.
+ACCURACY_COLUMNS = {
+    "eval/acc_greedy": "held-out greedy accuracy",
+    "eval/acc_formatted": "held-out accuracy among well-formed sampled answers",
+    "eval/avg_k": "held-out sampled pass@1 (avg@k)",
+    "eval/pass_k": "held-out pass@k",
+    "eval/acc_ood": "accuracy on the harder held-out split (sampled)",
+}
+
+
 class ReportSettings(Section):
     """A suite's `[report]` table: the analysis declared before the runs (never hashed).
 
@@ -362,6 +372,9 @@ class ReportSettings(Section):
               its first recipe)
     margin    differences smaller than this (in the primary metric's units) count as no difference:
               the equivalence margin, and the difference the report says how many seeds would detect
+    accuracy  the evaluation column every accuracy in the report reads (ACCURACY_COLUMNS): held-out greedy
+              accuracy by default; eval/acc_formatted (accuracy among well-formed sampled answers: skill
+              apart from format), eval/avg_k (sampled pass@1), eval/pass_k or eval/acc_ood
     declared  whether the suite file declared `primary` (the report says which default it used);
               set by the suite loader, not by the file
     """
@@ -371,7 +384,14 @@ class ReportSettings(Section):
     baseline: str | None = None
     margin: float = Field(0.02, gt=0, lt=1)
     plateau_from: float = Field(0.75, ge=0, lt=1)
+    accuracy: Literal["eval/acc_greedy", "eval/acc_formatted", "eval/avg_k", "eval/pass_k", "eval/acc_ood"] = \
+        "eval/acc_greedy"
     declared: bool = False
+
+    @property
+    def accuracy_text(self) -> str:
+        """How the report names its accuracy: ACCURACY_COLUMNS[accuracy]."""
+        return ACCURACY_COLUMNS[self.accuracy]
 
     @field_validator("primary")
     @classmethod

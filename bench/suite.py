@@ -31,6 +31,8 @@
     baseline = "grpo"                 # what every recipe is compared with, paired by seed
     margin = 0.02                     # equivalence margin and the difference the power analysis sizes for
     plateau_from = 0.75               # plateau: mean accuracy of the evaluations at >= this fraction
+    accuracy = "eval/acc_formatted"   # the accuracy every statistic reads (default eval/acc_greedy;
+                                      # eval/acc_formatted, eval/avg_k, eval/pass_k, eval/acc_ood)
     [claims.NAME]                     # optional: a literature claim as a paired contrast (report: Claims)
     paper = "Yu et al. 2025, DAPO"    # a = recipe or recipe@cell, b likewise; metric auc | final |
     claim = "clip-higher keeps entropy up"   # plateau | auc_to:FLOPS | steps:COLUMN; expect greater |

@@ -99,7 +99,7 @@ def load(suite: Suite, root: Path) -> Data:
         st = pl.LazyFrame(schema={"run_id": pl.String, **results.STEP_SCHEMA})
     evals = (ev.join(labels.lazy(), on="run_id")
              .select("cell", "recipe", "seed", "run_id", "status", "rank", "fraction",
-                     pl.col("compute/flops").alias("flops"), pl.col("eval/acc_greedy").alias("acc"),
+                     pl.col("compute/flops").alias("flops"), pl.col(suite.report.accuracy).alias("acc"),
                      pl.col("eval/len_mean").alias("len_mean"), pl.col("eval/len_correct").alias("len_correct"),
                      pl.col("eval/len_incorrect").alias("len_incorrect"))
              .sort("cell", "rank", "seed", "fraction").collect())

@@ -99,7 +99,7 @@ def leaderboard(board: pl.DataFrame, cells: list[str], colors: dict, base: str, 
 
 
 def accuracy_vs_compute(evals: pl.DataFrame, fits: pl.DataFrame, cells: list[str], budgets: dict, colors: dict,
-                        xlabels: dict) -> plt.Figure:
+                        xlabels: dict, ylabel: str = "held-out greedy accuracy") -> plt.Figure:
     """Held-out accuracy at each evaluation; dashed: ScaleRL sigmoid where it is identifiable."""
     fig, axes = _axes(len(cells))
     for ax, cell in zip(axes[0], cells):
@@ -112,7 +112,7 @@ def accuracy_vs_compute(evals: pl.DataFrame, fits: pl.DataFrame, cells: list[str
             ax.plot(xs, stats.sigmoid(xs, r["A"], r["B"], r["C_mid"], r["R0"]), "--", color=colors[r["recipe"]], lw=1)
         ax.set_title(cell)
         ax.set_xlabel(xlabels[cell])
-        ax.set_ylabel("held-out greedy accuracy")
+        ax.set_ylabel(ylabel)
     _legend_outside(fig, axes)
     return fig
 
@@ -212,7 +212,7 @@ def step_metrics(curves: pl.DataFrame, metrics: dict[str, str], cells: list[str]
 
 
 def scales(evals: pl.DataFrame, table: pl.DataFrame, groups: dict[str, list[str]], budgets: dict, colors: dict,
-           xlabels: dict, metric: str) -> plt.Figure:
+           xlabels: dict, metric: str, ylabel: str = "held-out greedy accuracy") -> plt.Figure:
     """Per task/regime (one row each): held-out accuracy against compute (log x), one panel per
     model scale, mean over seeds with a min–max band; the last panel: the primary metric's mean
     and 95% interval per recipe against the model's parameters (log x). The warm start (compute 0)
@@ -231,7 +231,7 @@ def scales(evals: pl.DataFrame, table: pl.DataFrame, groups: dict[str, list[str]
             ax.xaxis.set_minor_formatter(NullFormatter())  # a narrow log range labels its minor ticks, overlapping
             ax.set_title(cell, fontsize=10)
             ax.set_xlabel(xlabels[cell])
-            ax.set_ylabel("held-out greedy accuracy")
+            ax.set_ylabel(ylabel)
         for ax in row[len(cells):-1]:
             ax.set_visible(False)
         ax = row[-1]

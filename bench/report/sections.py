@@ -73,21 +73,25 @@ def _count(runs: pl.DataFrame, status: str) -> int:
 
 
 PRIMARY_TEXT = {
-    "auc": "AUC, the mean held-out greedy accuracy over the budget (area under accuracy against the fraction "
+    "auc": "AUC, the mean {acc} over the budget (area under accuracy against the fraction "
            "of compute spent)",
-    "final": "final held-out greedy accuracy at the end of the budget",
-    "plateau": "plateau accuracy, the mean held-out greedy accuracy of the evaluations at fractions ≥ {from_:g} of "
+    "final": "final {acc} at the end of the budget",
+    "plateau": "plateau accuracy, the mean {acc} of the evaluations at fractions ≥ {from_:g} of "
                "the budget",
 }
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def primary_text(ctx: Context) -> str:
     rs = ctx.suite.report
     if rs.threshold is not None:
-        return (f"compute to {rs.threshold:g} accuracy, the fraction of the budget at which held-out greedy accuracy "
+        return (f"compute to {rs.threshold:g} accuracy, the fraction of the budget at which {rs.accuracy_text} "
                 "first reaches it (interpolated between evaluations; a run that never reaches it counts as 1.0, "
                 "the whole budget); lower is better")
-    return PRIMARY_TEXT[rs.primary].format(from_=rs.plateau_from)
+    return PRIMARY_TEXT[rs.primary].format(from_=rs.plateau_from, acc=rs.accuracy_text)
 
 
 def declared_text(ctx: Context) -> str:
@@ -424,8 +428,8 @@ def model_scale(ctx: Context) -> list:
         out += _scale_statement(ctx, label, found)
     out.append(ctx.figure("scales.png", F.scales(finished(ctx.data.evals), ctx.tables["scales"],
                                                  {label: cells for label, cells, _ in groups}, ctx.budgets,
-                                                 ctx.colors, ctx.xlabels, rs.primary),
-                          "Held-out greedy accuracy against compute (log scale; the warm start at compute 0 is left "
+                                                 ctx.colors, ctx.xlabels, rs.primary, rs.accuracy_text),
+                          f"{_cap(rs.accuracy_text)} against compute (log scale; the warm start at compute 0 is left "
                           "out), one panel per model scale: mean over seeds, band from the lowest to the highest "
                           f"seed. Last panel: {rs.primary} per recipe against the model's parameters (log scale), "
                           "mean with its 95% bootstrap interval."))
@@ -466,8 +470,8 @@ def accuracy(ctx: Context) -> list:
     fits = ctx.tables["sigmoid_fits"]
     out = [Heading(2, "Accuracy against compute"),
            ctx.figure("accuracy.png", F.accuracy_vs_compute(finished(ctx.data.evals), fits, ctx.cells, ctx.budgets,
-                                                            ctx.colors, ctx.xlabels),
-                      "Held-out greedy accuracy at each evaluation point (fractions of the budget): mean over seeds, "
+                                                            ctx.colors, ctx.xlabels, ctx.suite.report.accuracy_text),
+                      f"{_cap(ctx.suite.report.accuracy_text)} at each evaluation point (fractions of the budget): mean over seeds, "
                       "band from the lowest to the highest seed; dashed: the sigmoid fit where it is identifiable."),
            Heading(3, "Sigmoid fit (ScaleRL)"),
            Para("ScaleRL (arXiv 2510.13786) fits R_C = R0 + (A − R0) / (1 + (C_mid / C)^B) to accuracy R against "

@@ -1,0 +1,99 @@
+"""bench calibrate: the ladder, the choice, the record, and runs that take their warm start from it."""
+import json
+
+import pytest
+
+import algorithms
+from bench import calibration
+from bench.calibration import Rung, choose
+from bench.cli import main
+from bench.config import Budget, RunConfig, WarmStartConfig
+
+
+def rung(steps, fmt, pass1):
+    return Rung(3e-3, steps, {"eval/format_rate": fmt, "eval/avg_k": pass1}, 1.0, "k", "s")
+
+
+def test_choose_takes_the_first_rung_meeting_format_and_pass1():
+    rungs = [rung(200, 0.80, 0.10), rung(400, 0.96, 0.12), rung(800, 0.97, 0.30), rung(1600, 0.99, 0.45)]
+    assert choose(rungs, 0.95, (0.15, 0.5)) == (rungs[2], "ok")
+    assert choose([rung(200, 0.99, 0.7)], 0.95, (0.15, 0.5))[1] == "too easy"
+    best, status = choose([rung(200, 0.5, 0.3), rung(400, 0.9, 0.1), rung(800, 0.9, 0.12)], 0.95, (0.15, 0.5))
+    assert status == "not met" and best.steps == 800  # highest format rate, then pass@1
+
+
+def entry(task="addition", scale="nano", steps=123, lr=1e-3, **ws):
+    key = calibration.match_key(calibration._task_config(task, {}), scale, WarmStartConfig(**ws))
+    return {"match": json.loads(json.dumps(key)), "steps": steps, "lr": lr, "status": "ok"}
+
+
+def cfg(**ws) -> RunConfig:
+    return RunConfig(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2steps"),
+                     warmstart=WarmStartConfig(calibrated=True, **ws))
+
+
+def test_calibrated_runs_take_steps_and_lr_from_the_record(tmp_path, monkeypatch):
+    path = tmp_path / "calibration.json"
+    monkeypatch.setattr(calibration, "PATH", path)
+    calibration.write(entry(steps=123, lr=1e-3))
+    calibration.write(entry(steps=456, lr=2e-3, direct_frac=0.6))
+    calibration.write(entry(steps=124, lr=1e-3))  # replaces the first: same match
+    assert len(calibration.read()) == 2
+    c = cfg()
+    assert (c.warmstart.steps, c.warmstart.lr, c.warmstart.calibrated) == (124, 1e-3, True)
+    assert cfg(direct_frac=0.6).warmstart.steps == 456
+    assert cfg(seed=2).warmstart.steps == 124, "warm-start replicas share their calibration"
+    assert RunConfig.from_dict(c.to_dict()) == c and RunConfig.from_dict(c.to_dict()).run_id == c.run_id
+    calibration.write(entry(steps=200, lr=1e-3))
+    assert cfg().run_id != c.run_id, "a new calibration gives new run ids"
+    with pytest.raises(ValueError, match="bench calibrate --task addition --scale nano --param difficulty=hard"):
+        RunConfig(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2steps"),
+                  task_params={"difficulty": "hard"}, warmstart=WarmStartConfig(calibrated=True))
+    assert cfg(steps=50).warmstart.steps == 50, "stated steps are kept"
+
+
+def test_uncalibrated_configs_keep_their_run_ids():
+    c = RunConfig(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2steps"))
+    assert "calibrated" not in c.to_dict()["warmstart"]
+    assert not {"items", "ood_examples"} & set(c.to_dict()["eval"])
+
+
+def test_a_damaged_calibration_file_is_named(tmp_path, monkeypatch):
+    path = tmp_path / "calibration.json"
+    path.write_text("{not json")
+    monkeypatch.setattr(calibration, "PATH", path)
+    with pytest.raises(ValueError, match="calibration.json: not valid JSON"):
+        cfg()
+
+
+def test_calibrate_command_trains_the_ladder_and_records_the_choice(bench_cache, tmp_path, capsys):
+    out = tmp_path / "cal.json"
+    rc = main(["calibrate", "--task", "addition", "--scale", "nano", "--param", "difficulty=easy", "--steps", "5,10",
+               "--n", "8", "--k", "2", "--out", str(out)])
+    assert rc == 3  # ten SFT steps are far from the targets: recorded as not met, exit 3
+    e = calibration.read(out)[0]
+    assert e["status"] == "not met" and [r["steps"] for r in e["rungs"]] == [5, 10]
+    assert e["match"]["task"]["max_digits"] == 2 and e["criteria"]["k"] == 2
+    assert "not met" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--target", "0.5"], "--target"),
+    (["--min-format", "2"], "--min-format"),
+    (["--set", "train.lr=1"], "warm-start settings only"),
+    (["--steps", "400,200"], "ascending"),
+    (["--lrs", "0"], "finite numbers > 0"),
+])
+def test_calibrate_bad_input(argv, message, capsys):
+    with pytest.raises(SystemExit) if argv[0] in ("--steps", "--lrs") else _nothing():
+        rc = main(["calibrate", "--task", "addition", "--scale", "nano", *argv])
+        assert rc == 2
+    assert message in capsys.readouterr().err
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
