@@ -97,11 +97,13 @@ def load(suite: Suite, root: Path) -> Data:
     else:
         ev = pl.LazyFrame(schema={"run_id": pl.String, **results.EVAL_SCHEMA})
         st = pl.LazyFrame(schema={"run_id": pl.String, **results.STEP_SCHEMA})
+    # the format rate of sampled answers, where runs logged it (December 2026 on): the report's skill check
+    skill = [pl.col("eval/format_rate").alias("format_rate")] if "eval/format_rate" in ev.collect_schema().names() else []
     evals = (ev.join(labels.lazy(), on="run_id")
              .select("cell", "recipe", "seed", "run_id", "status", "rank", "fraction",
                      pl.col("compute/flops").alias("flops"), pl.col(suite.report.accuracy).alias("acc"),
                      pl.col("eval/len_mean").alias("len_mean"), pl.col("eval/len_correct").alias("len_correct"),
-                     pl.col("eval/len_incorrect").alias("len_incorrect"))
+                     pl.col("eval/len_incorrect").alias("len_incorrect"), *skill)
              .sort("cell", "rank", "seed", "fraction").collect())
     present = set(st.collect_schema().names())
     keep = STEP_KEEP + [m for m in STEP_OPTIONAL if m in present]

@@ -94,6 +94,21 @@ def primary_text(ctx: Context) -> str:
     return PRIMARY_TEXT[rs.primary].format(from_=rs.plateau_from, acc=rs.accuracy_text)
 
 
+def _skill_text(ctx: Context) -> str:
+    """The Summary's skill check: does each cell compare skill, not a switch of format?"""
+    t = ctx.tables["skill_check"]
+    parts = []
+    for r in t.iter_rows(named=True):
+        verdict = "compares skill" if r["skill"] else "does NOT pass: read its verdicts as format as much as skill"
+        parts.append(f"{r['cell']} {verdict} (format rate at the start {num(r['format_start'])}; {r['baseline']}'s gain "
+                     f"{num(r['gain_mean'], '+.3f')} ± {num(r['gain_se'])} SE over {r['seeds']} seeds, "
+                     f"{num(r['gain_z'], '.1f')} SE)")
+    return (f"Skill check (a cell compares skill when at least {T.SKILL_FORMAT:g} of the sampled answers are well-formed "
+            f"at the start, so that a gain is not a switch of format, and {ctx.base}'s gain in {ctx.suite.report.accuracy_text} "
+            f"from the first evaluation to the last is at least {T.SKILL_SE:g} standard errors of its mean over seeds): "
+            + "; ".join(parts) + ".")
+
+
 def declared_text(ctx: Context) -> str:
     rs = ctx.suite.report
     if rs.declared:
@@ -127,6 +142,8 @@ def summary(ctx: Context) -> list:
     if ctx.data.stale:
         out.append(Para(_stale_text(ctx)))
     out.append(Para(_warm_start_text(ctx)))
+    if "skill_check" in ctx.tables:
+        out.append(Para(_skill_text(ctx)))
     for cell in ctx.cells:
         b = board.filter((pl.col("cell") == cell) & pl.col("primary_mean").is_not_null())
         if not b.height:
@@ -741,6 +758,9 @@ def build_tables(ctx: Context) -> None:
         if frame is not None:
             ctx.tables[name] = frame
     ctx.tables["recipe_diffs"] = T.recipe_diffs(s)
+    skill = T.skill_check(s, d)
+    if skill is not None:
+        ctx.tables["skill_check"] = skill
     claims = T.claims(s, d)
     if claims is not None:
         ctx.tables["claims"] = claims

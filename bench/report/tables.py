@@ -23,6 +23,39 @@ def baseline(suite: Suite) -> str:
     return "grpo" if "grpo" in suite.recipes else suite.recipes[0]
 
 
+SKILL_FORMAT = 0.95  # least mean format rate of sampled answers at the start: the gain is not a switch of format
+SKILL_SE = 5.0  # least baseline gain, in standard errors of its mean over seeds: RL measurably improves skill
+
+
+def skill_check(suite: Suite, data: Data) -> pl.DataFrame | None:
+    """Per cell, whether it compares skill rather than format: the mean format rate of sampled answers
+    at fraction 0 (every finished run), and the baseline's gain in the report's accuracy (last
+    evaluation − first, per seed) with its standard error over seeds. None when no run logged a
+    format rate (runs from before eval/format_rate, or evaluations without samples)."""
+    ev = finished(data.evals)
+    if "format_rate" not in ev.columns or not ev["format_rate"].drop_nulls().drop_nans().len():
+        return None
+    base = baseline(suite)
+    rows = []
+    for cell in (c.name for c in suite.cells):
+        e = ev.filter(pl.col("cell") == cell)
+        fmt = e.filter(pl.col("fraction") == 0)["format_rate"].drop_nulls().drop_nans()
+        gains = []
+        for _, g in e.filter(pl.col("recipe") == base).sort("fraction").group_by("seed", maintain_order=True):
+            if g.height >= 2:
+                gains.append(float(g["acc"][-1] - g["acc"][0]))
+        n = len(gains)
+        m = stats.mean(gains)
+        se = float(np.std(gains, ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
+        z = m / se if n >= 2 and se > 0 else (math.inf if n >= 2 and m > 0 else math.nan)
+        start = float(fmt.mean()) if fmt.len() else math.nan
+        rows.append({"cell": cell, "format_start": start, "baseline": base, "seeds": n, "gain_mean": m,
+                     "gain_se": se, "gain_z": z, "skill": bool(start >= SKILL_FORMAT and n >= 2 and z >= SKILL_SE)})
+    return pl.DataFrame(rows, schema={"cell": pl.String, "format_start": pl.Float64, "baseline": pl.String,
+                                      "seeds": pl.Int64, "gain_mean": pl.Float64, "gain_se": pl.Float64,
+                                      "gain_z": pl.Float64, "skill": pl.Boolean})
+
+
 METRICS = ("final", "auc", "plateau")  # per-run accuracy metrics; the primary may add compute_to
 
 
