@@ -276,6 +276,11 @@ class Regime(Section):
     # suite's [budget] for the task/scale. Many updates per batch learn most of what they will in the
     # first batches, so an off-policy cell can be sized on its own curve
     budget: Budget | None = None
+    # independently trained warm starts in this regime's cells: seed s starts from the one with
+    # warmstart.seed = (the suite's warmstart.seed + s) mod N, every recipe of a seed from the same one
+    # (comparisons stay paired), so the report can say what share of the variance warm starts add
+    # and whether its verdicts hold on each. None: one warm start for every seed.
+    warmstarts: int | None = Field(None, ge=1)
 
     @property
     def updates_per_batch(self) -> int:

@@ -26,6 +26,7 @@
     cells = ["addition/nano"]         # optional: only in these task/scale cells
     seeds = 20                        # optional: this regime's cells run more (or other) seeds
     budget = 1e11                     # optional: this regime's cells' budget (else the suite's [budget])
+    warmstarts = 3                    # optional: 3 independently trained warm starts (seed s uses s mod 3)
     [report]                          # how the report decides (not hashed: changing it reruns nothing)
     primary = "auc"                   # auc | final | plateau | compute_to:0.5 (declared before the runs)
     baseline = "grpo"                 # what every recipe is compared with, paired by seed
@@ -192,7 +193,14 @@ class Suite:
             patch = merge(patch, unflatten({**tuned, "tags.tuned": True}))
         if cell.regime:  # last: every recipe of the cell gets the regime, whatever it overrides
             patch = merge(patch, cell.regime.patch())
+            if cell.regime.warmstarts:
+                patch = merge(patch, {"warmstart": {"seed": self.warmstart_seed(cell, seed)}})
         return cfg.with_values(patch) if patch else cfg
+
+    def warmstart_seed(self, cell: Cell | str, seed: int) -> int:
+        """The warm start a run of `seed` starts from in `cell` (its warmstart.seed)."""
+        n = self.cell(cell).regime.warmstarts if self.cell(cell).regime else None
+        return self.warmstart.seed + (seed % n if n else 0)
 
     def cell(self, cell: Cell | str) -> Cell:
         """A cell of the suite by name (a Cell passes through)."""

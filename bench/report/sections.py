@@ -16,6 +16,7 @@ import polars as pl
 
 from bench.report import figures as F
 from bench.report import manifest as M
+from bench.report import stats
 from bench.report import tables as T
 from bench.report.data import Data, finished, max_new_tokens
 from bench.report.render import Code, Figure, Heading, Para, Table, ci, num, table
@@ -469,6 +470,36 @@ def power(ctx: Context) -> list:
         "MDD": lambda r: num(r["mdd"], ".3f"), f"seeds for {rs.margin:g}": lambda r: _seeds_cell(r["seeds_for_margin"]),
         "different": lambda r: str(r["different"]), "equivalent": lambda r: str(r["equivalent"]),
         "undecided": lambda r: f"{r['undecided']} of {r['comparisons']}"}))
+    if "warmstart_variance" in ctx.tables:
+        out += _warmstart_variance(ctx)
+    return out
+
+
+def _warmstart_variance(ctx: Context) -> list:
+    t = ctx.tables["warmstart_variance"]
+    out = [Heading(3, "Warm-start variance"),
+           Para("Cells whose seeds start from several independently trained warm starts (seed s from warm start "
+                "s mod N; every recipe of a seed from the same one, so comparisons stay paired). share of level: the "
+                "share of the variance of a recipe's primary metric that lies between warm starts (one-way "
+                f"random-effects ANOVA); share of difference: the same for its paired difference from {ctx.base}, "
+                "which is what the verdicts rest on; then that difference on each warm start, and whether every "
+                "warm start gives it the sign of the pooled mean.")]
+    out.append(table(t, {
+        "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "warm starts": lambda r: str(r["warmstarts"]),
+        "seeds": lambda r: str(r["seeds"]), "share of level": lambda r: num(r["share_level"], ".2f"),
+        "share of difference": lambda r: num(r["share_diff"], ".2f"),
+        f"difference from {ctx.base} by warm start": lambda r: r["diff_by_warmstart"] or "-",
+        "same sign on each": lambda r: "-" if r["same_sign"] is None else ("yes" if r["same_sign"] else "no")}))
+    board = ctx.tables["leaderboard"]
+    for cell in t["cell"].unique(maintain_order=True).to_list():
+        c = t.filter((pl.col("cell") == cell) & pl.col("same_sign").is_not_null())
+        decided = board.filter((pl.col("cell") == cell) & pl.col("verdict").is_in(["better", "worse"]))["recipe"]
+        flips = [r for r in c.filter(~pl.col("same_sign"))["recipe"].to_list() if r in decided.to_list()]
+        share = stats.mean(c["share_diff"].to_numpy())
+        out.append(Para(f"{cell}: warm starts hold {num(share, '.0%') if math.isfinite(share) else '-'} of the variance "
+                        "of the paired differences (mean over recipes); "
+                        + (f"decided verdicts that change sign on some warm start: {', '.join(flips)}."
+                           if flips else "every decided verdict has the same sign on every warm start.")))
     return out
 
 
@@ -761,6 +792,9 @@ def build_tables(ctx: Context) -> None:
     skill = T.skill_check(s, d)
     if skill is not None:
         ctx.tables["skill_check"] = skill
+    wsv = T.warmstart_variance(s, d)
+    if wsv is not None:
+        ctx.tables["warmstart_variance"] = wsv
     claims = T.claims(s, d)
     if claims is not None:
         ctx.tables["claims"] = claims

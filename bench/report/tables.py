@@ -56,6 +56,64 @@ def skill_check(suite: Suite, data: Data) -> pl.DataFrame | None:
                                       "gain_z": pl.Float64, "skill": pl.Boolean})
 
 
+def between_share(values: list[float], groups: list[int]) -> float:
+    """The share of the variance of `values` between `groups` (one-way random-effects ANOVA, unbalanced:
+    σ²_between = max(0, (MSB − MSW) / n0)); NaN with fewer than 2 groups or no replication within them."""
+    by: dict[int, list[float]] = {}
+    for v, g in zip(values, groups):
+        if math.isfinite(v):
+            by.setdefault(g, []).append(v)
+    sizes = [len(v) for v in by.values()]
+    k, n = len(by), sum(sizes)
+    if k < 2 or n - k < 1:
+        return math.nan
+    grand = sum(sum(v) for v in by.values()) / n
+    msb = sum(len(v) * (np.mean(v) - grand) ** 2 for v in by.values()) / (k - 1)
+    msw = sum(((np.asarray(v) - np.mean(v)) ** 2).sum() for v in by.values()) / (n - k)
+    n0 = (n - sum(s * s for s in sizes) / n) / (k - 1)
+    between = max(0.0, (msb - msw) / n0)
+    return float(between / (between + msw)) if between + msw > 0 else math.nan
+
+
+def warmstart_variance(suite: Suite, data: Data) -> pl.DataFrame | None:
+    """Per cell with several warm starts (a regime's `warmstarts`) and recipe: the share of the variance
+    of its primary metric between warm starts (share_level), the same for its paired difference from
+    the baseline (share_diff: what the verdicts rest on), that difference's mean on each warm start,
+    and whether every warm start gives it the sign of the pooled mean. None when no cell has two."""
+    runs = per_run(suite, data)
+    ws = {rid: cfg.warmstart.seed for rid, cfg in data.cfgs.items()}
+    base = baseline(suite)
+    rows = []
+    for cell in (c.name for c in suite.cells):
+        r = runs.filter(pl.col("cell") == cell).with_columns(
+            pl.col("run_id").replace_strict(ws, default=None, return_dtype=pl.Int64).alias("ws"))
+        if r["ws"].n_unique() < 2:
+            continue
+        base_by = _by_seed(r, cell, base, "primary")
+        seed_ws = dict(zip(r["seed"].to_list(), r["ws"].to_list()))
+        for recipe in suite.cell_recipes(cell):
+            rr = r.filter(pl.col("recipe") == recipe)
+            row = {"cell": cell, "recipe": recipe, "warmstarts": rr["ws"].n_unique(), "seeds": rr.height,
+                   "share_level": between_share(rr["primary"].to_list(), rr["ws"].to_list()),
+                   "share_diff": math.nan, "diff_by_warmstart": "", "same_sign": None}
+            if recipe != base:
+                mine = _by_seed(rr, cell, recipe, "primary")
+                seeds = sorted(s for s in mine if s in base_by)
+                diffs = [mine[s] - base_by[s] for s in seeds]
+                groups = [seed_ws[s] for s in seeds]
+                row["share_diff"] = between_share(diffs, groups)
+                means = {w: stats.mean([d for d, g in zip(diffs, groups) if g == w]) for w in sorted(set(groups))}
+                pooled = stats.mean(diffs)
+                row["diff_by_warmstart"] = " ".join(f"{w}:{m:+.4f}" for w, m in means.items())
+                row["same_sign"] = bool(all(np.sign(m) == np.sign(pooled) for m in means.values()))
+            rows.append(row)
+    if not rows:
+        return None
+    return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "warmstarts": pl.Int64,
+                                      "seeds": pl.Int64, "share_level": pl.Float64, "share_diff": pl.Float64,
+                                      "diff_by_warmstart": pl.String, "same_sign": pl.Boolean})
+
+
 METRICS = ("final", "auc", "plateau")  # per-run accuracy metrics; the primary may add compute_to
 
 
