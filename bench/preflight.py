@@ -47,13 +47,17 @@ def check_writable(path: Path | str, what: str) -> None:
         raise ValueError(f"{what} {path} is not writable ({e.strerror} in {probe})") from None
 
 
-def check_task(task: str, params: dict) -> None:
+def check_task(task: str, params: dict, ood: bool = False) -> None:
+    """The task builds; with `ood`, it also has a harder split (eval.ood_examples > 0 evaluates on it)."""
     from bench import tasks
 
     try:
-        tasks.get(task, **params)
+        t = tasks.get(task, **params)
     except (ValueError, TypeError) as e:
         raise ValueError(f"task {task}: {e}") from None
+    if ood and t.ood() is None:
+        raise ValueError(f"eval.ood_examples: task {task!r} defines no harder split (Task.ood) to evaluate on; "
+                         "set eval.ood_examples = 0")
 
 
 def check_scale(scale: str) -> None:
@@ -64,7 +68,7 @@ def check_scale(scale: str) -> None:
 
 def check_run(cfg: RunConfig) -> None:
     """Everything about one run that can fail before it trains (the config itself is already valid)."""
-    check_task(cfg.task, cfg.task_params)
+    check_task(cfg.task, cfg.task_params, ood=cfg.eval.ood_examples > 0)
     check_scale(cfg.scale)
     check_device(cfg.device)
     if cfg.rollout.backend == "vllm":  # one line saying how to install it
@@ -77,7 +81,8 @@ def check_runs(cfgs: list[RunConfig]) -> None:
     """check_run once per distinct (task, params, scale, device, backend)."""
     seen = set()
     for c in cfgs:
-        key = (c.task, repr(sorted(c.task_params.items())), c.scale, c.device, c.rollout.backend)
+        key = (c.task, repr(sorted(c.task_params.items())), c.scale, c.device, c.rollout.backend,
+               c.eval.ood_examples > 0)
         if key not in seen:
             seen.add(key)
             check_run(c)

@@ -62,3 +62,14 @@ def test_a_task_without_a_harder_split_refuses_ood_examples(bench_cache, tmp_pat
     monkeypatch.setattr(Addition, "harder", lambda self: None)
     with pytest.raises(ValueError, match="eval.ood_examples: task 'addition' defines no harder split"):
         ready(make_cfg(ood_examples=4), tmp_path)
+
+
+def test_preflight_refuses_ood_examples_before_training(monkeypatch):
+    from bench import preflight
+    from bench.tasks.addition import Addition
+
+    preflight.check_run(make_cfg(ood_examples=4))
+    monkeypatch.setattr(Addition, "harder", lambda self: None)
+    with pytest.raises(ValueError, match="defines no harder split"):
+        preflight.check_run(make_cfg(ood_examples=4))
+    preflight.check_run(make_cfg())
