@@ -1,7 +1,7 @@
 """Tasks: problems with worked solutions, seeded disjoint splits and a 0/1 verifier.
 
     from bench import tasks
-    tasks.names()                                   # ['addition', 'chain_sum', ...]
+    tasks.names()                                   # ['addition', 'base_conversion', ...]
     task = tasks.get("addition")                    # the task's default difficulty
     task = tasks.get("addition", difficulty="hard", max_digits=8)   # a preset, then overrides
     task.name                                       # "addition"
@@ -13,6 +13,10 @@
     task.max_new_tokens                             # generation cap that fits worked solutions
     tasks.extract_answer("...\\n#### 42")           # "42": the shared answer-format parser
     tasks.difficulties("addition")                  # {"easy": {...}, "medium": {...}, ...}
+
+Generated tasks: addition, verbose_addition, multiplication (by one digit), chain_sum, countdown,
+gcd (Euclid), base_conversion (decimal to base 2..9), number_sorting (selection) and
+spell_backward; data tasks (gsm8k, ...) come from `dataset.py`.
 
 An `Example` is a frozen (prompt, answer, solution, meta). Prompts and solutions are plain
 strings: the engine adds the chat template and EOS. `solution` is the whole completion a
@@ -29,7 +33,8 @@ from .answer import MARKER, extract_answer, parse_int
 from .base import Example, GeneratedTask, Task, TaskConfig
 from .registry import difficulties, get, names, register, task_class
 
-from . import addition, chain_sum, countdown, dataset, verbose_addition  # noqa: E402,F401  (each registers itself)
+from . import (addition, base_conversion, chain_sum, countdown, dataset, gcd, multiplication,  # noqa: E402,F401
+               number_sorting, spell_backward, verbose_addition)  # (each registers itself)
 
 __all__ = ["MARKER", "Example", "GeneratedTask", "Task", "TaskConfig", "difficulties",
            "extract_answer", "get", "names", "parse_int", "register", "task_class"]
