@@ -10,9 +10,10 @@ with k answers sampled at T = 1. It stops at the first rung where
     format rate (share of sampled answers well-formed, Task.well_formed) >= min_format  and
     sampled pass@1 >= target[0]
 
-and records that rung in `bench/calibration.json`, with every rung it measured. A rung whose
-pass@1 is above target[1] is still chosen (more SFT only raises it), marked "too easy": raise the
-task's difficulty. A ladder that ends below the targets records its best rung, marked "not met".
+and records that rung in `bench/calibration.json`, with every rung it measured. When the ladder steps
+over the range (one rung below target[0], the next above target[1]) it tries up to two rungs between
+them. A rung whose pass@1 is above target[1] is still chosen (more SFT only raises it), marked
+"too easy": raise the task's difficulty. A ladder that ends below the targets records its best rung, marked "not met".
 
 A run asks for its calibrated warm start with `warmstart.calibrated = true`: its config then takes
 steps and lr from the entry that matches its task (name and every config field), scale and the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -111,8 +113,10 @@ def choose(rungs: list[Rung], min_format: float, target: tuple[float, float]) ->
 
 def calibrate(task, scale, ws, *, lrs: tuple[float, ...], ladder: tuple[int, ...] = LADDER, n: int = 500,
               k: int = 4, min_format: float = 0.95, target: tuple[float, float] = (0.15, 0.5),
-              cache: Path | None = None, device: str = "cpu", log=print) -> dict:
-    """Train and measure the ladder (see the module docstring); returns the entry to record."""
+              refine: int = 2, cache: Path | None = None, device: str = "cpu", log=print) -> dict:
+    """Train and measure the ladder (see the module docstring); returns the entry to record. When the
+    ladder steps over the target range (one rung below pass@1 target[0], the next above target[1]),
+    up to `refine` rungs between them (geometric midpoints) look for one inside it."""
     import torch
 
     from bench.config import EvalConfig
@@ -121,26 +125,44 @@ def calibrate(task, scale, ws, *, lrs: tuple[float, ...], ladder: tuple[int, ...
 
     test = task.split("test", n)
     rungs: list[Rung] = []
+
+    def measure(lr: float, steps: int) -> Rung:
+        w = warm_start(task, scale, ws.replace(steps=steps, lr=lr, calibrated=False), cache=cache, device=device)
+        policy = w.load(device)
+        with torch.no_grad():
+            m = evaluate(policy, task, test, EvalConfig(n_examples=n, k=k), seed=0)
+        log(f"  lr {lr:g} steps {steps:5d}: format {m['eval/format_rate']:.3f} (greedy {m['eval/format_greedy']:.3f})"
+            f"  pass@1 {m['eval/avg_k']:.3f}  pass@{k} {m['eval/pass_k']:.3f}  greedy {m['eval/acc_greedy']:.3f}"
+            f"  acc|formed {m['eval/acc_formatted']:.3f}  ({w.seconds:.0f} s{', cached' if w.cache_hit else ''})")
+        rung = Rung(lr, steps, m, w.seconds, w.key, w.sha256)
+        rungs.append(rung)
+        return rung
+
     status = "not met"
     for lr in lrs:
-        tried = []
+        tried: list[Rung] = []
         for steps in ladder:
-            w = warm_start(task, scale, ws.replace(steps=steps, lr=lr, calibrated=False), cache=cache, device=device)
-            policy = w.load(device)
-            with torch.no_grad():
-                m = evaluate(policy, task, test, EvalConfig(n_examples=n, k=k), seed=0)
-            rung = Rung(lr, steps, m, w.seconds, w.key, w.sha256)
-            rungs.append(rung)
-            tried.append(rung)
-            log(f"  lr {lr:g} steps {steps:5d}: format {m['eval/format_rate']:.3f} (greedy {m['eval/format_greedy']:.3f})"
-                f"  pass@1 {m['eval/avg_k']:.3f}  pass@{k} {m['eval/pass_k']:.3f}  greedy {m['eval/acc_greedy']:.3f}"
-                f"  acc|formed {m['eval/acc_formatted']:.3f}  ({w.seconds:.0f} s{', cached' if w.cache_hit else ''})")
+            tried.append(measure(lr, steps))
             chosen, status = choose(tried, min_format, target)
             if status != "not met":
                 break
+        if status == "too easy" and len(tried) >= 2:
+            # the ladder stepped over the target range (below it, then above): look between the two
+            lower, upper = tried[-2], tried[-1]
+            for _ in range(refine):
+                mid = int(round(math.sqrt(lower.steps * upper.steps) / 10) * 10)
+                if not lower.steps < mid < upper.steps:
+                    break
+                r = measure(lr, mid)
+                tried = sorted([*tried, r], key=lambda x: x.steps)
+                if choose([r], min_format, target)[1] == "ok":
+                    break
+                lower, upper = (r, upper) if choose([r], min_format, target)[1] == "not met" else (lower, r)
+            chosen, status = choose(tried, min_format, target)
         if status != "not met":
             break
-    chosen, status = choose(rungs, min_format, target) if status == "not met" else (chosen, status)
+    if status == "not met":
+        chosen, status = choose(rungs, min_format, target)
     return {
         "match": json.loads(json.dumps(match_key({**dataclasses.asdict(task.config), "name": task.name}, scale.name, ws),
                                        default=str)),

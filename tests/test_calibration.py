@@ -97,3 +97,30 @@ class _nothing:
 
     def __exit__(self, *a):
         return False
+
+
+def test_a_ladder_that_steps_over_the_range_is_refined_between_the_rungs(monkeypatch, tmp_path):
+    import types
+
+    import bench.engine.evaluate as ev
+    import bench.warmstart as wsmod
+    from bench import models, tasks
+
+    def pass1(steps):
+        return 0.0 if steps <= 400 else 0.1 if steps <= 800 else 0.3 if steps <= 1200 else 0.8
+
+    class Fake:
+        def __init__(self, steps):
+            self.steps, self.seconds, self.key, self.sha256, self.cache_hit = steps, 1.0, f"k{steps}", "s", False
+
+        def load(self, device):
+            return types.SimpleNamespace(steps=self.steps)
+
+    monkeypatch.setattr(wsmod, "warm_start", lambda task, scale, cfg, **kw: Fake(cfg.steps))
+    monkeypatch.setattr(ev, "evaluate", lambda policy, task, test, cfg, seed=0: {
+        "eval/format_rate": 0.99, "eval/format_greedy": 1.0, "eval/avg_k": pass1(policy.steps), "eval/pass_k": 0.9,
+        "eval/acc_greedy": 0.5, "eval/acc_formatted": pass1(policy.steps)})
+    entry = calibration.calibrate(tasks.get("addition"), models.get("nano"), WarmStartConfig(), lrs=(3e-3,),
+                                  ladder=(200, 400, 800, 1600), n=4, k=2, log=lambda m: None)
+    assert (entry["steps"], entry["status"]) == (1130, "ok")  # the geometric midpoint of 800 and 1600
+    assert [r["steps"] for r in entry["rungs"]] == [200, 400, 800, 1600, 1130]
