@@ -8,6 +8,8 @@
 
     [budget]                          # one per (task, scale) cell: FLOPs, or "40steps" / "5e5tokens"
     "addition/nano" = 2e12            # (or `budget = 2e12` at the top level for every cell)
+    [lr]                              # optional, per task/scale cell: its runs' learning rate
+    "addition/small" = 3e-5           # (else [train] lr; a regime's lr still wins)
     "chain_sum/nano" = 2e12
 
     [task_params.addition]            # per task: a difficulty preset and/or task parameters
@@ -112,6 +114,8 @@ class SuiteFile(Section):
     tasks: Names
     scales: Names
     budget: Any = Field(description="FLOPs, or a string with a unit ('40steps'), or a [budget] table per task/scale")
+    # per task/scale cell: the learning rate of its runs (else [train] lr): scales fit other step sizes
+    lr: dict[str, Any] = {}
     description: str = ""
     device: Annotated[str, BeforeValidator(check_device)] = "cpu"
     rollout: RolloutConfig = RolloutConfig()
@@ -132,6 +136,16 @@ class SuiteFile(Section):
     def _rewards(cls, v: Any) -> Any:
         return reward_fns.check(v)
 
+    @field_validator("lr", mode="before")
+    @classmethod
+    def _lrs(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            raise ValueError(f"lr: got {v!r}; expected a table of task/scale = learning rate")
+        for key, x in v.items():
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+                raise ValueError(f"lr.{key}: got {x!r}; expected a finite number > 0")
+        return {k: float(x) for k, x in v.items()}
+
     @field_validator("warmstart", mode="before")
     @classmethod
     def _no_warmstart(cls, v: Any) -> Any:
@@ -151,6 +165,7 @@ class Cell:
     scale: str
     budget: Budget
     regime: Regime | None = None  # None: every recipe keeps its own updates per batch, lag 0
+    lr: float | None = None  # the suite's [lr] for this task/scale; None: its [train] lr
 
     @property
     def name(self) -> str:
@@ -183,8 +198,9 @@ class Suite:
 
     def run_config(self, cell: Cell, recipe: str, seed: int) -> RunConfig:
         tags = {"suite": self.name, "cell": cell.name} | ({"regime": cell.regime.name} if cell.regime else {})
+        train = self.train if cell.lr is None else self.train.replace(lr=cell.lr)
         cfg = RunConfig(recipe=algorithms.get(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
-                        seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=self.train,
+                        seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=train,
                         eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, tags=tags, rewards=self.rewards,
                         device=self.device, threads=self.resources.threads)
         patch = self.overrides.get(recipe, {})
@@ -447,6 +463,9 @@ def _cells(f: SuiteFile, regimes: list[Regime], err) -> list[Cell]:
     for key in table:
         if key not in grid:
             raise err(f"budget.{key}", unknown("cell", key, grid) + " (keys are task/scale from tasks × scales)")
+    for key in f.lr:
+        if key not in grid:
+            raise err(f"lr.{key}", unknown("cell", key, grid) + " (keys are task/scale from tasks × scales)")
     cells = []
     for g in grid:
         if g not in table:
@@ -456,6 +475,6 @@ def _cells(f: SuiteFile, regimes: list[Regime], err) -> list[Cell]:
         except ConfigError as e:
             raise err(f"budget.{g}", str(e)) from None
         t, s = g.split("/", 1)
-        cells += [Cell(t, s, r.budget if r is not None and r.budget is not None else budget, r)
+        cells += [Cell(t, s, r.budget if r is not None and r.budget is not None else budget, r, f.lr.get(g))
                   for r in regimes or [None] if r is None or r.cells is None or g in r.cells]
     return cells

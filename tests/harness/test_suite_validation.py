@@ -152,3 +152,13 @@ def test_log_spaced_evaluations(tmp_path):
     assert "eval.spacing: got 'cubic'; expected one of 'linear', 'log'" in error(tmp_path, GOOD + '\n[eval]\nspacing = "cubic"\n')
     assert "eval.points: got 1; expected an integer in [2, 100]" in error(tmp_path, GOOD + '\n[eval]\nspacing = "log"\npoints = 1\n')
     assert "eval.first: got 0; expected a finite number in (0, 1)" in error(tmp_path, GOOD + '\n[eval]\nspacing = "log"\nfirst = 0\n')
+
+
+def test_per_cell_learning_rates(tmp_path):
+    text = GOOD.replace('scales = ["nano"]', 'scales = ["nano", "micro"]').replace(
+        '"addition/nano" = 2e9', '"addition/nano" = 2e9\n"addition/micro" = 4e9') + '[train]\nlr = 1e-4\n[lr]\n"addition/micro" = 3e-5\n'
+    s = suites.load(write(tmp_path, text, "lrs.toml"))
+    assert {(c.scale, c.train.lr) for c in s.expand()} == {("nano", 1e-4), ("micro", 3e-5)}
+    assert "lr.addition/mikro" in error(tmp_path, text.replace('"addition/micro" = 3e-5', '"addition/mikro" = 3e-5'))
+    msg = error(tmp_path, text.replace('"addition/micro" = 3e-5', '"addition/micro" = 0'))
+    assert "lr.addition/micro: got 0; expected a finite number > 0" in msg
