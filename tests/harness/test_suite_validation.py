@@ -122,7 +122,7 @@ def test_cli_prints_one_line_error_and_exits_2(tmp_path, capsys):
     ("margin = 0", "report.margin: got 0; expected a finite number in (0, 1)"),
     ("plateau_from = 1.0", "report.plateau_from: got 1.0; expected a finite number in [0, 1)"),
     ("primary = 3", "report.primary: got 3; expected a string"),
-    ("colour = 1", "report.colour: unknown field 'colour'; valid: primary, baseline, margin, plateau_from, declared"),
+    ("colour = 1", "report.colour: unknown field 'colour'; valid: primary, baseline, margin, plateau_from, accuracy, declared"),
 ])
 def test_bad_report_table(tmp_path, table, expected):
     assert expected in error(tmp_path, GOOD + "\n[report]\n" + table + "\n")
