@@ -103,6 +103,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
         suites = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "suites").glob("*.toml"))
         for name in suites:
             print(name)
+    elif what == "calibrations":
+        from bench import calibration
+
+        for e in calibration.read():
+            m = e["match"]
+            params = {k: v for k, v in m["task"].items() if k not in ("name", "seed", "test_size", "holdout_frac", "version")}
+            print(f"{m['task']['name']}/{m['scale']} {params} direct_frac={m['warmstart']['direct_frac']}: "
+                  + calibration.describe(e))
     return 0
 
 
@@ -468,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list registered recipes, tasks, model scales or suites",
                         description="List registered recipes, tasks, model scales or suites.")
-    ls.add_argument("what", choices=["recipes", "tasks", "scales", "suites"])
+    ls.add_argument("what", choices=["recipes", "tasks", "scales", "suites", "calibrations"])
     ls.set_defaults(func=_cmd_list)
 
     ws = sub.add_parser("warmstart", help="SFT a scale on a task's worked solutions (cached); print held-out accuracy",

@@ -124,3 +124,13 @@ def test_a_ladder_that_steps_over_the_range_is_refined_between_the_rungs(monkeyp
                                   ladder=(200, 400, 800, 1600), n=4, k=2, log=lambda m: None)
     assert (entry["steps"], entry["status"]) == (1130, "ok")  # the geometric midpoint of 800 and 1600
     assert [r["steps"] for r in entry["rungs"]] == [200, 400, 800, 1600, 1130]
+
+
+def test_list_calibrations(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(calibration, "PATH", tmp_path / "calibration.json")
+    calibration.write({**entry(steps=800, lr=3e-3), "measured": {"eval/format_rate": 0.98, "eval/avg_k": 0.35,
+                                                               "eval/pass_k": 0.66, "eval/acc_greedy": 0.54},
+                       "criteria": {"k": 4, "target_pass1": [0.15, 0.5]}})
+    assert main(["list", "calibrations"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("addition/nano {'max_digits': 4, 'min_digits': 2} direct_frac=0.0: chosen: lr 0.003, 800 steps")
