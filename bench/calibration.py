@@ -70,6 +70,10 @@ def lookup(task: str, task_params: dict, scale: str, ws, path: Path | None = Non
     key = match_key(_task_config(task, task_params), scale, ws)
     for entry in read(path):
         if entry["match"] == json.loads(json.dumps(key, default=str)):
+            if entry.get("status") == "not met":
+                raise ValueError(f"warmstart.calibrated: the calibration of {task!r} at {scale!r} in {path.name} met no "
+                                 f"target ({describe(entry)}); calibrate again (`bench calibrate --task {task} --scale "
+                                 f"{scale}` with more --steps, other --lrs or an easier difficulty) or set warmstart.steps")
             return entry
     params = " ".join(f"--param {k}={v}" for k, v in sorted(task_params.items()))
     known = sorted({f"{e['match']['task']['name']}/{e['match']['scale']}" for e in read(path)})

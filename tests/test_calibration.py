@@ -134,3 +134,12 @@ def test_list_calibrations(tmp_path, monkeypatch, capsys):
     assert main(["list", "calibrations"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("addition/nano {'max_digits': 4, 'min_digits': 2} direct_frac=0.0: chosen: lr 0.003, 800 steps")
+
+
+def test_a_calibration_that_met_no_target_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(calibration, "PATH", tmp_path / "calibration.json")
+    calibration.write({**entry(steps=10, lr=3e-3), "status": "not met",
+                       "measured": {"eval/format_rate": 0.5, "eval/avg_k": 0.0, "eval/pass_k": 0.0, "eval/acc_greedy": 0.0},
+                       "criteria": {"k": 4, "target_pass1": [0.15, 0.5]}})
+    with pytest.raises(ValueError, match="met no target"):
+        cfg()
