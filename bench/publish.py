@@ -8,7 +8,8 @@
                                       their tables with the committed ones, column by column
 
 A published run is trusted only as far as it reruns: the same config, code and libraries must give
-the same steps and evaluations, bit for bit, timing columns aside. `reproduce` checks exactly that,
+the same steps and evaluations, bit for bit, timing columns aside (columns newer code adds are named,
+not compared). `reproduce` checks exactly that,
 from nothing a previous session left behind (no cache, no results directory).
 """
 from __future__ import annotations
@@ -111,6 +112,7 @@ class Outcome:
     seed: int
     differences: list[str] = field(default_factory=list)
     error: str = ""
+    added: list[str] = field(default_factory=list)  # columns the rerun logs that the committed run predates
 
     @property
     def identical(self) -> bool:
@@ -177,16 +179,15 @@ def _equal(a: pl.Series, b: pl.Series) -> pl.Series:
 
 
 def compare_tables(name: str, old: pl.DataFrame, new: pl.DataFrame) -> list[str]:
-    """One line per difference between a committed table and its rerun (timing columns aside)."""
+    """One line per difference between a committed table and its rerun (timing columns aside). Every
+    committed column must be reproduced; a column only the rerun has (a metric newer code logs, e.g.
+    eval/format_rate) is not a difference: `added_columns` names them."""
     out = []
     cols_old = [c for c in old.columns if not c.startswith(TIMING_PREFIX)]
     cols_new = [c for c in new.columns if not c.startswith(TIMING_PREFIX)]
     for c in cols_old:
         if c not in cols_new:
             out.append(f"{name}: column {c} is missing from the rerun")
-    for c in cols_new:
-        if c not in cols_old:
-            out.append(f"{name}: column {c} is new in the rerun")
     if old.height != new.height:
         out.append(f"{name}: {old.height} rows committed, {new.height} in the rerun")
     n = min(old.height, new.height)
@@ -206,6 +207,15 @@ def compare_tables(name: str, old: pl.DataFrame, new: pl.DataFrame) -> list[str]
             if delta.len():
                 text += f"; max |difference| {delta.max():.3g}"
         out.append(text)
+    return out
+
+
+def added_columns(old_dir: Path, new_dir: Path) -> list[str]:
+    """The columns of the rerun's tables that the committed run does not have (newer metrics)."""
+    out = []
+    for t in TABLES:
+        old_cols = set(pl.read_parquet_schema(old_dir / f"{t}.parquet"))
+        out += [f"{t}.parquet:{c}" for c in pl.read_parquet_schema(new_dir / f"{t}.parquet") if c not in old_cols]
     return out
 
 
@@ -294,11 +304,13 @@ def reproduce(report_dir: Path, n: int, only: Iterable[str] = (), cache: Path | 
                 o.error = o.error or "the rerun left no record"
                 continue
             o.differences.extend(compare_runs(report_dir / "data" / "runs" / rid, new_dir))
+            o.added = added_columns(report_dir / "data" / "runs" / rid, new_dir)
         print(f"reran {len(ids)} run(s) in {_secs(time.monotonic() - t0)}", file=out)
     for o in outcomes.values():
         head = f"{o.run_id} {o.cell} {o.recipe} seed {o.seed}: "
         if o.identical:
-            print(head + "identical (steps and evaluation tables, timing aside; warm-start weights)", file=out)
+            newer = f"; the rerun also logs {len(o.added)} newer column(s), not compared: {', '.join(o.added)}" if o.added else ""
+            print(head + "identical (steps and evaluation tables, timing aside; warm-start weights)" + newer, file=out)
         else:
             print(head + ("FAILED: " + o.error if o.error else f"DIFFERS in {len(o.differences)} place(s)"), file=out)
             for d in o.differences:
