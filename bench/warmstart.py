@@ -51,9 +51,11 @@ SFT_MODULES = ("bench.config", "bench.engine.evaluate", "bench.engine.fused", "b
 # Libraries whose arithmetic or data the checkpoint depends on (exact versions).
 SFT_PACKAGES = ("torch", "transformers", "tokenizers", "safetensors", "reasoning-gym", "math-verify")
 
-# SFT steps per (task, scale), tuned so held-out greedy accuracy lands in 15–70% on the two
+# SFT steps per (task, scale), tuned by hand so held-out greedy accuracy lands in 15–70% on the two
 # smallest scales (see the closing note of the skeleton issue for measured values). Scales not
-# listed use the task's "*" entry; tasks not listed use DEFAULT_STEPS.
+# listed use the task's "*" entry; tasks not listed use DEFAULT_STEPS. New suites should not rely on
+# it: `bench calibrate` measures steps per (task, scale) and `warmstart.calibrated = true` uses them
+# (bench/calibration.py); the table stays because the published suites' warm starts were trained from it.
 STEPS: dict[str, dict[str, int]] = {
     "addition": {"nano": 800, "micro": 450, "*": 450},
     "chain_sum": {"nano": 1500, "micro": 800, "*": 800},
