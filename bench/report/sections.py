@@ -1,7 +1,8 @@
 """The report's sections, in order: each function returns blocks and adds its figures to `figs`.
 
-    summary · leaderboard · claims (when the suite declares some) · model scale (when a task spans
-    ≥ 2 model scales) · power · accuracy against compute (AUC, sigmoid fits) · length bias (lengths,
+    summary (with the skill check when runs logged format rates) · leaderboard · across tasks (when
+    cells span ≥ 2 tasks) · claims (when the suite declares some) · model scale (when a task spans
+    ≥ 2 model scales) · power (with warm-start variance when a cell has several) · accuracy against compute (AUC, sigmoid fits) · length bias (lengths,
     slopes and gaps, aggregation weights) · KL · clipping · entropy · recipes as diffs from the
     baseline · tuning cost and tuned against default · failed, diverged and missing runs · manifest
 """
