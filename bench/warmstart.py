@@ -172,6 +172,7 @@ def warmstart_key(task, scale: models.Scale, cfg: WarmStartConfig, device: str =
     """The cache key: task config, scale, resolved warm-start config, the code fingerprint and the
     kind of device that trains it (a GPU's kernels round differently from the CPU's)."""
     ws = _config_dict(cfg.resolve(task.name, scale.name))
+    ws.pop("calibrated", None)  # where steps and lr came from, not what trains: a calibrated run reuses the rung
     payload = {
         "task": {"name": task.name, **_config_dict(task.config)},
         "scale": scale.to_dict(),

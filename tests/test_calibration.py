@@ -143,3 +143,12 @@ def test_a_calibration_that_met_no_target_is_refused(tmp_path, monkeypatch):
                        "criteria": {"k": 4, "target_pass1": [0.15, 0.5]}})
     with pytest.raises(ValueError, match="met no target"):
         cfg()
+
+
+def test_a_calibrated_run_reuses_the_warm_start_its_calibration_trained():
+    from bench import models, tasks
+    from bench.warmstart import warmstart_key
+
+    task, scale = tasks.get("addition"), models.get("nano")
+    assert (warmstart_key(task, scale, WarmStartConfig(steps=800, lr=3e-3, calibrated=True))
+            == warmstart_key(task, scale, WarmStartConfig(steps=800, lr=3e-3)))
