@@ -52,10 +52,10 @@ def match_key(task_config: dict, scale: str, ws) -> dict:
 
 def read(path: Path | None = None) -> list[dict]:
     path = Path(path or PATH)
-    if not Path(path).is_file():
+    if not path.is_file():
         return []
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e}); restore it from git or rerun `bench calibrate`") from None
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
@@ -159,9 +159,10 @@ def calibrate(task, scale, ws, *, lrs: tuple[float, ...], ladder: tuple[int, ...
                     break
                 r = measure(lr, mid)
                 tried = sorted([*tried, r], key=lambda x: x.steps)
-                if choose([r], min_format, target)[1] == "ok":
+                verdict = choose([r], min_format, target)[1]
+                if verdict == "ok":
                     break
-                lower, upper = (r, upper) if choose([r], min_format, target)[1] == "not met" else (lower, r)
+                lower, upper = (r, upper) if verdict == "not met" else (lower, r)
             chosen, status = choose(tried, min_format, target)
         if status != "not met":
             break

@@ -157,14 +157,15 @@ class Trainer:
         self.ledger = Ledger()
         self.train_pool = self.task.pool(cfg.train.prompt_pool)  # cycled in a seeded order; see Task.pool
         ec = cfg.eval
-        self.test = self.task.eval_set(ec.n_examples, cfg.seed if ec.items == "per_seed" else None)
+        draw = cfg.seed if ec.items == "per_seed" else None  # None: the fixed test split
+        self.test = self.task.eval_set(ec.n_examples, draw)
         self.ood = None  # (task, problems, max_new_tokens) of the harder split, when evaluated
         if ec.ood_examples:
             harder = self.task.ood()
             if harder is None:
                 raise ValueError(f"eval.ood_examples: task {self.task.name!r} defines no harder split (Task.ood); "
                                  "set eval.ood_examples = 0")
-            self.ood = (harder, harder.eval_set(ec.ood_examples, cfg.seed if ec.items == "per_seed" else None),
+            self.ood = (harder, harder.eval_set(ec.ood_examples, draw),
                         cfg.train.max_new_tokens or harder.max_new_tokens)
         self._order = torch.Generator().manual_seed(cfg.seed)
         self._queue: list[int] = []
