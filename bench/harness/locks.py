@@ -16,6 +16,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from bench import results
+
 
 def lock_path(root: Path, run_id: str) -> Path:
     return Path(root) / "locks" / f"{run_id}.lock"
@@ -68,4 +70,23 @@ def clean_stale_temp(root: Path) -> int:
         with run_lock(root, run_id, wait=False) as held:
             if held:
                 n += remove_temp(root, run_id)
+    return n
+
+
+def clean_stale_live(root: Path) -> int:
+    """Remove the live directories (stream and resume checkpoint) of runs that have a whole record
+    and whose lock nobody holds: a writer killed between writing its record and removing its
+    stream leaves one. A `failed` record keeps its directory: its checkpoint lets `--resume` go on."""
+    live = Path(root) / "live"
+    if not live.is_dir():
+        return 0
+    n = 0
+    for d in sorted(p for p in live.iterdir() if p.is_dir()):
+        with run_lock(root, d.name, wait=False) as held:
+            if not held or not results.is_finished(root, d.name):
+                continue
+            if results.read_meta(results.run_dir(root, d.name)).get("status") == "failed":
+                continue
+            results.remove_live(root, d.name)
+            n += 1
     return n

@@ -22,7 +22,7 @@ from pathlib import Path
 from bench import results
 from bench.config import RunConfig
 from bench.harness.executors import LocalExecutor, RayExecutor, cpu_count
-from bench.harness.locks import clean_stale_temp, run_lock
+from bench.harness.locks import clean_stale_live, clean_stale_temp, run_lock
 from bench.harness.worker import RAN
 from bench.suite import Suite
 
@@ -158,6 +158,9 @@ def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry
     n_stale = clean_stale_temp(root)
     if n_stale:
         print(f"removed {n_stale} partial write(s) left by killed runs in {root / '.tmp'}", file=out)
+    n_live = clean_stale_live(root)
+    if n_live:
+        print(f"removed {n_live} live stream(s) of recorded runs left by a killed writer in {root / 'live'}", file=out)
     if retry_failed:
         remove_failed(root, cfgs, out)
     for run_id, problem in results.problems(root, [c.run_id for c in cfgs]):
