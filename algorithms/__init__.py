@@ -12,14 +12,17 @@ See recipe.py for the full order of engine calls, stats.py for how micro-batch s
 """
 
 from . import recipes as _recipes  # noqa: F401  (registers the named recipes)
-from .advantages import (GAE, RLOO, Advantage, BatchMean, GroupNorm, LengthAdaptiveGAE, Raw,
-                         ReinforcePP, ReinforcePPBaseline, ReMax)
+from .advantages import (GAE, GDPO, GPG, OPO, RLOO, Advantage, BatchMean, GroupNorm, LengthAdaptiveGAE,
+                         Raw, ReinforcePP, ReinforcePPBaseline, ReMax)
+from .corrections import M2PO, Correction, OffPolicySequenceMask, RolloutCorrection, TopEntropyMask
 from .aggregation import Aggregation, aggregate
 from .critic import Critic, explained_variance
+from .entropy import AdaptiveEntropy
 from .filters import (AffineReward, DropZeroVariance, DynamicSampling, Filter, MaskTruncated, NoFilter,
                       OverlongPenalty, Shaping)
 from .kl import KL, kl_estimate
-from .objectives import CISPO, GSPO, ISPG, TOPR, Objective, PPOClip
+from .objectives import (CISPO, DPPO, GMPO, GSPO, ISPG, SAPO, TOPR, VESPO, ClipCov, Kimi, KLCov, Objective,
+                         PPOClip)
 from .parts import PARTS, Part
 from .recipe import Needs, Recipe, Updates
 from .registry import UnknownRecipeError, get, names
@@ -29,10 +32,12 @@ from .stats import merge_stats
 from .telemetry import group_weight_stats, off_policy_stats
 
 __all__ = [
-    "AffineReward", "Advantage", "Aggregation", "BatchMean", "CISPO", "Critic", "DropZeroVariance",
-    "DynamicSampling", "Filter", "GAE", "GSPO", "GroupNorm", "ISPG", "KL", "LengthAdaptiveGAE",
-    "MaskTruncated", "Needs", "NoFilter", "Objective", "OverlongPenalty", "PARTS", "PPOClip",
-    "Part", "RLOO", "Raw", "ReMax", "Recipe", "ReinforcePP", "ReinforcePPBaseline", "Rollouts",
-    "Shaping", "TOPR", "UnknownRecipeError", "Updates", "aggregate", "explained_variance",
+    "AdaptiveEntropy", "AffineReward", "Advantage", "Aggregation", "BatchMean", "CISPO", "ClipCov",
+    "Correction", "Critic", "DPPO", "DropZeroVariance", "DynamicSampling", "Filter", "GAE", "GDPO", "GMPO",
+    "GPG", "GSPO", "GroupNorm", "ISPG", "KL", "KLCov", "Kimi", "LengthAdaptiveGAE", "M2PO", "MaskTruncated",
+    "Needs", "NoFilter", "OPO", "Objective", "OffPolicySequenceMask", "OverlongPenalty", "PARTS", "PPOClip",
+    "Part", "RLOO", "Raw", "ReMax", "Recipe", "ReinforcePP", "ReinforcePPBaseline", "RolloutCorrection",
+    "Rollouts", "SAPO", "Shaping", "TOPR", "TopEntropyMask", "UnknownRecipeError", "Updates", "VESPO",
+    "aggregate", "explained_variance",
     "from_json", "get", "group_weight_stats", "kl_estimate", "merge_stats", "names", "off_policy_stats",
 ]

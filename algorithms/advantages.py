@@ -279,3 +279,77 @@ class LengthAdaptiveGAE(GAEBase):
         lam = 1 - 1 / (self.alpha * L).clamp_min(1e-12)
         return lam.clamp(self.lam_min, 1.0)
 
+
+
+# ---------------------------------------------------------------------------- the 2026 family
+
+@part("gpg")
+class GPG(Advantage):
+    """GPG (Chu et al. 2025, arXiv 2504.02546), as verl's compute_gpg_outcome_advantage:
+    A_i = α (r_i − mean_G r) with α = B / max(#{i : r_i ≠ 0}, 1) over the whole batch (no std).
+    Meant with the plain −A·log π objective. Departure: a group of one or an all-equal group gets
+    A = 0 (the estimators' convention); verl gives a group of one α·r_i (baseline 0)."""
+
+    def outcome(self, r: Tensor, batch: Rollouts) -> Tensor:
+        alpha = r.numel() / torch.count_nonzero(r).clamp_min(1).to(r.dtype)
+        return alpha * centred(r, batch.group)
+
+
+@part("opo")
+class OPO(Advantage):
+    """OPO (Hao et al. 2025, arXiv 2505.23585), as verl's compute_opo_outcome_advantage: the baseline
+    is the length-weighted group mean b = Σ_G L_j r_j / Σ_G L_j (L = valid tokens), A_i = r_i − b.
+    Departure: a group of one or an all-equal group gets A = 0 (verl: a group of one gets r_i)."""
+
+    def outcome(self, r: Tensor, batch: Rollouts) -> Tensor:
+        idx, G = group_index(batch.group)
+        L = batch.lengths.to(r.dtype)
+        zeros = torch.zeros(G, dtype=r.dtype, device=r.device)
+        b = zeros.index_add(0, idx, L * r) / zeros.index_add(0, idx, L).clamp_min(1)
+        _, _, _, flat = group_stats(r, batch.group)
+        return torch.where(flat, torch.zeros_like(r), r - b[idx])
+
+
+@part("gdpo")
+class GDPO(Advantage):
+    """GDPO (Liu et al. 2026, arXiv 2601.05242), as TRL's multi_objective_aggregation=
+    "normalize_then_sum": each reward function's values (Rollouts.reward_parts, (B, K)) are z-scored
+    within their group, z_k = (x_k − mean_G x_k) / (std_G x_k + eps); s = Σ_k w_k z_k; then
+    A_i = (s_i − mean s) / (std s + eps) over the batch's completions (Bessel stds, eps 1e-4 both as
+    TRL). `weights` () = 1 for every part, else one weight per column of reward_parts.
+
+    Departures: an all-equal group (or a group of one) gets z_k = 0 exactly (TRL: 0 up to rounding);
+    NaN parts are not supported (TRL's nan-aware means skip a function that returned None). verl's
+    gdpo (not in the snapshot we read; seen in forks) z-scores with eps 1e-6 and whitens per token
+    (longer completions count more), so its numbers differ. GDPO reads reward_parts only: shaping
+    (which rewrites `rewards`) does not reach it, and a KL penalty in the reward is refused.
+    """
+
+    weights: tuple[float, ...] = ()
+    eps: float = 1e-4
+
+    def check(self) -> None:
+        nonnegative("GDPO.eps", self.eps)
+
+    def compute(self, batch: Rollouts, penalty: Tensor | None = None) -> Tensor:
+        if penalty is not None:
+            raise ValueError("gdpo advantages normalise Rollouts.reward_parts and cannot take a KL penalty "
+                             "in the reward; use KL.placement='loss'")
+        return broadcast(self.outcome(batch.rewards, batch), batch.mask)
+
+    def outcome(self, r: Tensor, batch: Rollouts) -> Tensor:
+        if batch.reward_parts is None:
+            raise ValueError("gdpo advantages need Rollouts.reward_parts (B, K): each reward function's "
+                             "values before they were summed into Rollouts.rewards")
+        parts = batch.reward_parts.to(batch.logp_old.dtype)
+        K = parts.shape[1]
+        if self.weights and len(self.weights) != K:
+            raise ValueError(f"GDPO.weights: {len(self.weights)} weights for {K} reward parts "
+                             "(Rollouts.reward_parts has one column per reward function)")
+        w = torch.tensor(self.weights or (1.0,) * K, dtype=parts.dtype, device=parts.device)
+        s = torch.zeros_like(parts[:, 0])
+        for k in range(K):
+            mean, std, _, flat = group_stats(parts[:, k], batch.group)
+            z = (parts[:, k] - mean) / (std + self.eps)
+            s = s + w[k] * torch.where(flat, torch.zeros_like(z), z)
+        return (s - s.mean()) / (s.std(correction=1 if s.numel() > 1 else 0) + self.eps)

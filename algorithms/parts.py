@@ -41,6 +41,9 @@ class Part:
     """Base class of every part. Subclasses add `check()` for ranges; types are checked here."""
 
     tag: ClassVar[str] = ""
+    # Fields added after recipes were published: canonical JSON leaves them out while they hold
+    # their default, so every earlier recipe id (and run id) stays what it was.
+    LATER: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         where = type(self).__name__

@@ -23,7 +23,9 @@ from torch import Tensor
 
 from .advantages import Advantage, GAEBase
 from .aggregation import Aggregation, aggregate
+from .corrections import Correction, correction_stats
 from .critic import Critic
+from .entropy import AdaptiveEntropy
 from .filters import Filter, NoFilter, Shaping
 from .kl import KL, kl_estimate
 from .objectives import Objective, Stats, token_mean
@@ -63,6 +65,9 @@ class Needs:
     entropy                `loss` needs the per-token entropy with gradient (entropy_coef > 0).
     epochs, minibatches    optimizer updates per rollout batch = epochs × minibatches.
     value_pretrain_steps   critic-only steps before policy training (VAPO).
+    behaviour              Rollouts.logp_behav is required (a correction or objective reads the
+                           behaviour policy's log-probs): the engine keeps the sampler's log-probs
+                           there and recomputes logp_old under the weights the update starts from.
     """
 
     reference: bool
@@ -75,6 +80,7 @@ class Needs:
     epochs: int
     minibatches: int
     value_pretrain_steps: int
+    behaviour: bool = False
 
     @property
     def updates_per_batch(self) -> int:
@@ -100,7 +106,11 @@ class Recipe(Part):
     updates: Updates = Updates()
     entropy_coef: float = 0.0
     nll_coef: float = 0.0
+    corrections: tuple[Correction, ...] = ()
+    entropy_control: AdaptiveEntropy | None = None
     description: str = field(default="", compare=False, repr=False)
+
+    LATER = ("corrections", "entropy_control")
 
     def check(self) -> None:
         if self.advantage.uses_critic and self.critic is None:
@@ -110,6 +120,9 @@ class Recipe(Part):
                                   f"got {self.advantage.tag!r}")
         nonnegative("Recipe.entropy_coef", self.entropy_coef)
         nonnegative("Recipe.nll_coef", self.nll_coef)
+        if self.entropy_control is not None and self.entropy_coef > 0:
+            fail("Recipe.entropy_control", "set either a fixed entropy_coef or an entropy_control, not both "
+                                           f"(entropy_coef = {self.entropy_coef!r})")
 
     # ------------------------------------------------------------------ what the engine calls
 
@@ -122,10 +135,12 @@ class Recipe(Part):
             truncated=any(s.uses_truncated for s in self.shaping),
             refill=self.filter.refill,
             max_generation_rounds=self.filter.rounds,
-            entropy=self.entropy_coef > 0,
+            entropy=self.entropy_coef > 0 or self.entropy_control is not None,
             epochs=self.updates.epochs,
             minibatches=self.updates.minibatches,
             value_pretrain_steps=self.critic.pretrain_steps if self.critic else 0,
+            behaviour=("logp_behav" in self.objective.inputs
+                       or any(c.uses_behaviour for c in self.corrections)),
         )
 
     def shape(self, batch: Rollouts) -> Rollouts:
@@ -156,7 +171,7 @@ class Recipe(Part):
 
     def loss(self, logp: Tensor, batch: Rollouts, adv: Tensor, weights: Tensor | None = None,
              entropy: Tensor | None = None, values: Tensor | None = None,
-             returns: Tensor | None = None) -> tuple[Tensor, Stats]:
+             returns: Tensor | None = None, entropy_coef: float | None = None) -> tuple[Tensor, Stats]:
         """(loss, stats) for logp (B, T) requiring grad.
 
         weights: the full optimizer-step batch's `loss_weights` sliced to these rows; None
@@ -164,18 +179,33 @@ class Recipe(Part):
         entropy: (B, T) per-token entropy, logged as policy/entropy, and a bonus when entropy_coef > 0.
         values, returns: pass both to add `value_loss` (a critic sharing this backward pass);
         a separate critic optimizer calls `value_loss` itself instead.
+        entropy_coef: the coefficient an `entropy_control` gives this update (the engine keeps its
+        state); None: the recipe's fixed entropy_coef.
         """
         check_shape("logp", logp, batch.mask.shape)
         check_shape("adv", adv, batch.mask.shape)
         m = batch.mask.bool()
         w = self.loss_weights(batch) if weights is None else weights
         check_shape("weights", w, batch.mask.shape[:1])
-        tok, stats = self.objective.per_token(logp, batch.logp_old, adv.detach(), batch.mask)
+        if entropy is not None:
+            check_shape("entropy", entropy, batch.mask.shape)
+        extra = {"logp_behav": batch.logp_behav, "entropy": None if entropy is None else entropy.detach()}
+        for name in self.objective.inputs:
+            if extra[name] is None:
+                raise ValueError(f"objective {self.objective.tag!r} needs {name}= (recipe.needs says which)")
+        tok, stats = self.objective.per_token(logp, batch.logp_old, adv.detach(), batch.mask,
+                                              **{k: extra[k] for k in self.objective.inputs})
         stats.update(off_policy_stats(logp, batch.logp_old, batch.mask))  # every objective, same meaning
+        if self.corrections:
+            c = torch.ones_like(logp)
+            for corr in self.corrections:
+                c = c * corr.weight(logp, batch, adv, extra["entropy"]).detach().to(logp.dtype)
+            tok = tok * c
+            stats.update(correction_stats(c, m))
         total = aggregate(tok, m, w)
         stats["loss/policy"] = total.detach()
 
-        kl_tok = self.kl.loss_term(logp, batch.logp_ref)
+        kl_tok = self.kl.loss_term(logp, batch.logp_ref, batch.logp_old)
         kl_loss = (aggregate(kl_tok, m, w) if kl_tok is not None
                    else torch.zeros((), dtype=logp.dtype, device=logp.device))
         total = total + kl_loss
@@ -185,11 +215,11 @@ class Recipe(Part):
                 stats[f"kl/{k}"] = token_mean(kl_estimate(logp.detach(), batch.logp_ref, k), m)
 
         if entropy is not None:
-            check_shape("entropy", entropy, batch.mask.shape)
             stats["policy/entropy"] = token_mean(entropy, m)
-            if self.entropy_coef > 0:
-                total = total - self.entropy_coef * aggregate(entropy, m, w)
-        elif self.entropy_coef > 0:
+            coef = self.entropy_coef if entropy_coef is None else entropy_coef
+            if coef > 0:
+                total = total - coef * aggregate(entropy, m, w)
+        elif self.entropy_coef > 0 or (entropy_coef or 0) > 0:
             raise ValueError("entropy_coef > 0: pass entropy= (B, T) with gradient (recipe.needs.entropy)")
 
         if self.nll_coef > 0:
@@ -253,7 +283,7 @@ class Recipe(Part):
             v = getattr(self, f.name)
             text = v.short() if isinstance(v, Part) else (
                 "(" + ", ".join(s.short() for s in v) + ")" if isinstance(v, tuple) else repr(v))
-            rows.append(f"  {f.name:<13}{text}")
+            rows.append(f"  {f.name:<16}{text}")
         return "\n".join(rows)
 
 

@@ -9,7 +9,8 @@ import torch
 from torch import Tensor
 
 ROW_FIELDS = ("rewards", "group", "correct", "baseline_rewards", "truncated")
-TOKEN_FIELDS = ("mask", "logp_old", "logp_ref", "values")
+TOKEN_FIELDS = ("mask", "logp_old", "logp_ref", "values", "logp_behav")
+MATRIX_FIELDS = ("reward_parts",)  # (B, K)
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,6 +27,12 @@ class Rollouts:
     baseline_rewards  (B,)   e.g. ReMax's greedy-rollout rewards, or None
     truncated         (B,)   bool, hit L_max without EOS, or None
     correct           (B,)   bool verifier verdict, or None (then `rewards > 0` where needed)
+    logp_behav        (B, T) log-prob of each token under the behaviour policy that sampled it (the
+                             inference engine's numbers, or a stale policy's), when it differs from
+                             logp_old; then logp_old is the trainer's recomputation under the weights
+                             at the start of this update (the proximal policy). None: they coincide.
+    reward_parts      (B, K) the K reward functions' values before they were summed into `rewards`
+                             (GDPO normalises each), or None
 
     Padding entries of the (B, T) tensors (and of logp passed to the loss) must be finite, e.g. 0:
     they are masked out of every result, but a NaN or inf there would still poison gradients.
@@ -41,6 +48,8 @@ class Rollouts:
     baseline_rewards: Tensor | None = None
     truncated: Tensor | None = None
     correct: Tensor | None = None
+    logp_behav: Tensor | None = None
+    reward_parts: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.mask.dim() != 2:
@@ -54,6 +63,10 @@ class Rollouts:
             v = getattr(self, name)
             if v is not None and tuple(v.shape) != (B, T):
                 raise ValueError(f"Rollouts.{name}: expected shape ({B}, {T}), got {tuple(v.shape)}")
+        for name in MATRIX_FIELDS:
+            v = getattr(self, name)
+            if v is not None and (v.dim() != 2 or v.shape[0] != B):
+                raise ValueError(f"Rollouts.{name}: expected shape ({B}, K), got {tuple(v.shape)}")
         if self.group.is_floating_point():
             raise ValueError("Rollouts.group: expected an integer tensor of prompt-group ids")
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) \
@@ -82,7 +95,7 @@ class Rollouts:
 
     def select(self, idx: Tensor | slice) -> Rollouts:
         """The rows `idx` (LongTensor, bool mask or slice) of every tensor field."""
-        changes = {name: getattr(self, name)[idx] for name in ROW_FIELDS + TOKEN_FIELDS
+        changes = {name: getattr(self, name)[idx] for name in ROW_FIELDS + TOKEN_FIELDS + MATRIX_FIELDS
                    if getattr(self, name) is not None}
         return dataclasses.replace(self, **changes)
 
@@ -97,12 +110,12 @@ class Rollouts:
         for p in parts[1:]:
             if p.max_new_tokens != first.max_new_tokens:
                 raise ValueError(f"Rollouts.cat: max_new_tokens differ ({first.max_new_tokens} vs {p.max_new_tokens})")
-            for name in ROW_FIELDS + TOKEN_FIELDS:
+            for name in ROW_FIELDS + TOKEN_FIELDS + MATRIX_FIELDS:
                 if (getattr(p, name) is None) != (getattr(first, name) is None):
                     raise ValueError(f"Rollouts.cat: field {name!r} is set in some parts and None in others")
         width = max(p.mask.shape[1] for p in parts)
         pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=0)  # noqa: E731
-        fields = {name: torch.cat([getattr(p, name) for p in parts]) for name in ROW_FIELDS
+        fields = {name: torch.cat([getattr(p, name) for p in parts]) for name in ROW_FIELDS + MATRIX_FIELDS
                   if getattr(first, name) is not None}
         fields |= {name: torch.cat([pad(getattr(p, name)) for p in parts]) for name in TOKEN_FIELDS
                    if getattr(first, name) is not None}
@@ -117,6 +130,6 @@ class Rollouts:
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:
-        present = [n for n in ROW_FIELDS + TOKEN_FIELDS if getattr(self, n) is not None]
+        present = [n for n in ROW_FIELDS + TOKEN_FIELDS + MATRIX_FIELDS if getattr(self, n) is not None]
         return (f"Rollouts(B={self.size}, T={self.mask.shape[1]}, "
                 f"max_new_tokens={self.max_new_tokens}, fields={present})")

@@ -42,4 +42,21 @@ RECIPE = {
     # vapo's λ = 1 − 1/(α·L): the paper's α = 0.05 suits L ~ 1000; short answers need α up to ~1
     "vapo": {**_CLIP, "recipe.advantage.alpha": {"low": 0.01, "high": 2.0, "log": True},
              "recipe.nll_coef": {"low": 0.0, "high": 0.3}, "train.critic_lr": {"low": 1e-4, "high": 2e-3, "log": True}},
+    # the 2026 family: each recipe's own knob, bracketing its reference default
+    "sapo": {"recipe.objective.tau_pos": {"low": 0.5, "high": 2.0, "log": True},
+             "recipe.objective.tau_neg": {"low": 0.5, "high": 2.0, "log": True}},
+    "gmpo": {"recipe.objective.eps_low": {"low": 0.1, "high": 0.8}, "recipe.objective.eps_high": {"low": 0.1, "high": 0.8}},
+    "luspo": {"recipe.objective.eps_low": {"low": 1e-4, "high": 1e-2, "log": True},
+              "recipe.objective.eps_high": {"low": 1e-4, "high": 1e-2, "log": True}},
+    "vespo": {},
+    "dppo_tv": {"recipe.objective.delta": {"low": 0.05, "high": 0.5, "log": True}},
+    "dppo_kl": {"recipe.objective.delta": {"low": 0.01, "high": 0.3, "log": True}},
+    "gpg": {},
+    "clip_cov": {**_CLIP, "recipe.objective.frac": {"low": 5e-5, "high": 2e-3, "log": True}},
+    "kl_cov": {"recipe.objective.frac": {"low": 5e-5, "high": 2e-3, "log": True},
+               "recipe.objective.kl_coef": {"low": 0.01, "high": 1.0, "log": True}},
+    "kimi": {"recipe.objective.tau": {"low": 0.01, "high": 1.0, "log": True}},
+    "opsm": {**_CLIP, **_BETA},
+    "grpo_tis": {**_CLIP, **_BETA},
+    "decoupled_ppo": {**_CLIP},
 }

@@ -20,19 +20,29 @@ EXCLUDED = ("description",)  # documentation fields: not serialized, not compare
 
 
 def to_dict(p: Part) -> dict[str, Any]:
+    """Every field but documentation ones; a LATER field only when it differs from its default."""
     out: dict[str, Any] = {"type": p.tag}
     tps = hints(type(p))
     for f in dataclasses.fields(p):
-        if f.name not in EXCLUDED:
-            out[f.name] = encode(getattr(p, f.name), tps[f.name])
+        if f.name in EXCLUDED or (f.name in p.LATER and getattr(p, f.name) == default(f)):
+            continue
+        out[f.name] = encode(getattr(p, f.name), tps[f.name])
     return out
+
+
+def default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
 
 
 def encode(v: Any, tp: Any) -> Any:
     if isinstance(v, Part):
         return to_dict(v)
     if isinstance(v, tuple):
-        return [encode(x, Any) for x in v]
+        args = get_args(tp) if get_origin(tp) is tuple else ()
+        item = args[0] if len(args) == 2 and args[1] is Ellipsis else Any  # tuple[float, ...]: floats as floats
+        return [encode(x, item) for x in v]
     if is_float_type(tp) and isinstance(v, (int, float)) and not isinstance(v, bool):
         return float(v)
     return v

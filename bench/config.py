@@ -218,6 +218,11 @@ class RolloutConfig(Section):
     WHERE: ClassVar[str] = "rollout"
     backend: Literal["native", "vllm"] = "native"  # vllm: bench/engine/vllm_backend.py (its own venv)
     lag: int = Field(0, ge=0)
+    # the sampler's weight precision (native backend): "bf16"/"fp16" sample with the trainer's fp32
+    # weights rounded, so the behaviour log-probs differ from the trainer's (the mismatch regime);
+    # logp_old is then recomputed in fp32 and the gap logged as rollout/logp_mismatch
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    LATER: ClassVar[tuple[str, ...]] = ("precision",)
 
     @model_validator(mode="before")
     @classmethod
@@ -230,7 +235,14 @@ class RolloutConfig(Section):
         return value if isinstance(value, cls) else cls.build(value)
 
     def canonical(self) -> Any:  # type: ignore[override]
-        return self.backend if self.lag == 0 else self.model_dump()
+        return self.backend if self.lag == 0 and self.precision == "fp32" else super().canonical()
+
+    @model_validator(mode="after")
+    def _precision_native(self) -> RolloutConfig:
+        if self.precision != "fp32" and self.backend != "native":
+            raise ValueError(f"rollout.precision: {self.precision!r} needs backend 'native' (got {self.backend!r}; "
+                             "vLLM samples in fp32 here and has its own mismatch)")
+        return self
 
 
 def _names(v: Any) -> Any:
@@ -265,6 +277,8 @@ class Regime(Section):
     epochs: int = Field(1, ge=1)
     minibatches: int = Field(1, ge=1)
     lr: float | None = Field(None, gt=0)  # None: the suite's (or the recipe's overridden) train.lr
+    # the sampler's weight precision (RolloutConfig.precision): "bf16" is the mismatch regime
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     # where a suite runs the regime (never part of a run's config): a subset of the suite's recipes
     # and of its task/scale cells; None: all of them
     recipes: Annotated[tuple[str, ...] | None, BeforeValidator(_names)] = None
@@ -290,12 +304,12 @@ class Regime(Section):
     def auto_name(self) -> str:
         """'on_policy', or the parts that differ from it: 'lag2', '4mb', '2ep_16mb_lag1'."""
         parts = [f"{self.epochs}ep" if self.epochs > 1 else "", f"{self.minibatches}mb" if self.minibatches > 1 else "",
-                 f"lag{self.lag}" if self.lag else ""]
+                 f"lag{self.lag}" if self.lag else "", self.precision if self.precision != "fp32" else ""]
         return "_".join(p for p in parts if p) or "on_policy"
 
     def patch(self) -> dict:
         """The RunConfig tables this regime sets (applied last: the regime holds)."""
-        out = {"rollout": {"lag": self.lag},
+        out = {"rollout": {"lag": self.lag, "precision": self.precision},
                "recipe": {"updates": {"epochs": self.epochs, "minibatches": self.minibatches}}}
         return out | ({"train": {"lr": self.lr}} if self.lr is not None else {})
 
@@ -303,17 +317,19 @@ class Regime(Section):
     def of(cls, cfg: RunConfig) -> Regime:
         """The regime a run is in: its suite's regime name (tags.regime) or the automatic one."""
         u = cfg.recipe.updates
-        r = cls(lag=cfg.rollout.lag, epochs=u.epochs, minibatches=u.minibatches)
+        r = cls(lag=cfg.rollout.lag, epochs=u.epochs, minibatches=u.minibatches, precision=cfg.rollout.precision)
         return r.replace(name=cfg.tags.get("regime") or r.auto_name)
 
     def record(self) -> dict:
         """run.json's `regime`: {name, lag, epochs, minibatches, updates_per_batch}."""
-        return {"name": self.name or self.auto_name, "lag": self.lag, "epochs": self.epochs,
-                "minibatches": self.minibatches, "updates_per_batch": self.updates_per_batch}
+        out = {"name": self.name or self.auto_name, "lag": self.lag, "epochs": self.epochs,
+               "minibatches": self.minibatches, "updates_per_batch": self.updates_per_batch}
+        return out | ({"precision": self.precision} if self.precision != "fp32" else {})
 
     def describe(self) -> str:
         return (f"{self.name or self.auto_name} (lag {self.lag}, {self.epochs} epoch(s) × {self.minibatches} "
-                f"mini-batch(es) = {self.updates_per_batch} update(s) per batch)")
+                f"mini-batch(es) = {self.updates_per_batch} update(s) per batch"
+                + (f", sampler weights in {self.precision}" if self.precision != "fp32" else "") + ")")
 
 
 class Resources(Section):
@@ -479,9 +495,11 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _cross(self) -> RunConfig:
-        if self.train.tis_cap is not None and self.rollout.backend != "vllm":
-            raise ValueError(f"train.tis_cap: got {self.train.tis_cap!r} with rollout {self.rollout.backend!r}; it "
-                             "corrects the vLLM-vs-trainer log-prob mismatch, so it needs rollout = 'vllm' (or null)")
+        if self.train.tis_cap is not None and self.rollout.backend != "vllm" and self.rollout.precision == "fp32":
+            raise ValueError(f"train.tis_cap: got {self.train.tis_cap!r} with rollout {self.rollout.backend!r} in fp32; "
+                             "it corrects the sampler-vs-trainer log-prob mismatch, so it needs rollout = 'vllm' or "
+                             "rollout.precision = 'bf16'/'fp16' (or tis_cap = null; recipes correct with "
+                             "RolloutCorrection, e.g. grpo_tis)")
         return self
 
     # -- canonical form -------------------------------------------------------------------------

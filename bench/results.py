@@ -33,8 +33,11 @@ import polars as pl
 # Metric columns of steps.parquet, all Float64. NaN where a metric does not apply:
 #   len/correct, len/incorrect   NaN when no completion in the batch is correct / incorrect
 #   policy/clip_frac_seq         NaN unless the objective clips sequences (gspo)
-#   policy/weight_capped_frac    NaN unless the objective caps IS weights (cispo)
-#   policy/clip_frac_low/high    0 for objectives without that clip (is_pg; cispo: see capped; topr has no high side)
+#   policy/weight_capped_frac    NaN unless the objective caps IS weights (cispo, dppo)
+#   policy/clip_frac_low/high    0 for objectives without that clip (is_pg; cispo: see capped; topr has no high side);
+#                                dppo: tokens its trust-region mask drops; gmpo and clip_cov: where the clip binds
+#   policy/cov_frac              NaN unless the objective is clip_cov or kl_cov: share of valid tokens its
+#                                covariance rule selects
 #   policy/entropy               always logged (computed in the training forward)
 #   loss/kl                      0 when the recipe has no KL term in the loss
 #   loss/value, critic/explained_var   NaN without a critic (all but ppo, vapo)
@@ -43,8 +46,12 @@ import polars as pl
 #                                evaluated for every recipe. A step whose filter kept no group
 #                                (dynamic sampling that never found a mixed group) has no update:
 #                                these are NaN there and filter/kept_frac is 0.
-#   rollout/logp_mismatch        NaN unless rollout = vllm: mean |logp_vllm - logp_train| over the
-#                                generated tokens trained on (the trainer recomputes logp_old)
+#   rollout/logp_mismatch        NaN unless the trainer recomputes logp_old (rollout = vllm, or
+#                                rollout.precision bf16/fp16): mean |logp_sampler - logp_train| over the
+#                                generated tokens trained on
+#   correction/weight_mean, correction/masked_frac   NaN unless the recipe has corrections: mean of the
+#                                product of their factors over valid tokens, share of valid tokens at 0
+#   policy/entropy_coef          NaN unless the recipe has an entropy_control: the coefficient applied
 #   rollout/lag                  every step: policy versions between the weights that sampled the
 #                                batch and the weights its first update starts from (rollout.lag; less
 #                                in the first lag steps, which sample the warm start)
@@ -71,6 +78,9 @@ STEP_METRICS = [
     "rollout/logp_mismatch", "rollout/lag",
     "policy/ratio_dev_frac", "policy/log_ratio_abs_mean", "policy/seq_ratio_mean", "policy/seq_ratio_max",
     "adv/group_std_q10", "adv/group_std_q50", "adv/group_std_q90", "adv/low_std_weight_frac", "adv/low_std_group_frac",
+    # the 2026 family (December 2026; earlier runs read them as null): corrections on the policy term
+    # (algorithms/corrections.py) and the adaptive entropy coefficient (algorithms/entropy.py)
+    "correction/weight_mean", "correction/masked_frac", "policy/entropy_coef", "policy/cov_frac",
     "compute/flops", "compute/gen_tokens", "compute/train_tokens",
     "time/rollout_s", "time/reference_s", "time/train_s", "time/step_s", "lr",
 ]

@@ -50,6 +50,9 @@ class Batch:
     lag: int = 0
     logp_mismatch: torch.Tensor | None = None  # recomputed logp_old: mean |logp_sampler - logp_old| over tokens
     tis: torch.Tensor | None = None  # (B, T) truncated IS weights on the policy-gradient loss (train.tis_cap)
+    # the sampler is the trainer's own weights in its own precision (no recomputation): where logp_old
+    # is set to the training forward's logp (lag 0, first update), logp_behav is too, so ρ_behaviour ≡ 1
+    sampler_is_trainer: bool = False
 
     @classmethod
     def from_rounds(cls, rounds: list[Round], pad_id: int, lag: int, max_groups: int | None = None) -> Batch | None:

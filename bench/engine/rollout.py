@@ -8,6 +8,7 @@ backend (or a producer on another worker) slots in beside `NativeBackend` withou
 """
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -16,9 +17,15 @@ import torch
 from transformers import DynamicCache
 
 from bench.engine.fused import FusedLM, full_mask, unsupported
+from bench.engine.policy import sequence_logprobs
 if TYPE_CHECKING:
     from bench.engine.policy import Policy
     from bench.engine.records import Batch
+
+
+# the sampler's weight precision: "fp32" samples with the trainer's weights; a lower one samples with
+# them rounded (the mismatch regime: an inference engine in bf16 behind an fp32 trainer)
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -141,8 +148,13 @@ class NativeBackend:
     """
 
     def __init__(self, model: torch.nn.Module, pad_id: int, eos_id: int, chunk_size: int = 0,
-                 fused: bool = True, sync_every: int = 8, drop_finished: bool | None = None):
-        self.model = model
+                 fused: bool = True, sync_every: int = 8, drop_finished: bool | None = None,
+                 precision: str = "fp32"):
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision {precision!r} is not available; valid: {', '.join(PRECISIONS)}")
+        self.precision = precision
+        self._rounded: torch.nn.Module | None = None
+        self.sync(model)
         self.pad_id = pad_id
         self.eos_id = eos_id
         self.chunk_size = chunk_size  # 0: one batch; else split prompts to bound KV-cache memory
@@ -153,14 +165,29 @@ class NativeBackend:
         self.drop_finished = drop_finished  # None: drop on the CPU, keep on an accelerator
 
     def sync(self, model: torch.nn.Module) -> None:
-        """Sample from `model` itself (a reference, not a copy: at lag 0 the live policy)."""
-        self.model = model
+        """Sample from `model` itself (a reference, not a copy: at lag 0 the live policy); at a lower
+        precision, from a copy of its weights rounded to that precision (kept, refilled each sync)."""
+        self.source = model
+        if self.precision == "fp32":
+            self.model = model
+            return
+        if self._rounded is None:
+            self._rounded = copy.deepcopy(model)
+        dtype = PRECISIONS[self.precision]
+        with torch.no_grad():
+            for dst, src in zip(self._rounded.parameters(), model.parameters()):
+                dst.copy_(src.detach().to(dtype))  # rounded to bf16/fp16, stored back in fp32
+        self.model = self._rounded
 
     def behaviour_logprobs(self, batch: Batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
-        """The sampler's log-probs: the behaviour weights computed them while decoding, in the same
-        precision as the trainer's forward (fp32: they match a full recomputation to ~1e-6, see
-        tests/engine/test_offpolicy.py), so a second forward would only cost FLOPs."""
-        return BehaviourLogprobs(batch.rollouts.logp_old, recomputed=False)
+        """fp32: the sampler's log-probs: the behaviour weights computed them while decoding, in the
+        same precision as the trainer's forward (they match a full recomputation to ~1e-6, see
+        tests/engine/test_offpolicy.py), so a second forward would only cost FLOPs.
+        bf16/fp16 (the mismatch regime): recomputed by the trainer's fp32 behaviour weights, as TRL
+        and verl recompute behind an inference engine; the sampler's numbers stay in the batch."""
+        if self.precision == "fp32":
+            return BehaviourLogprobs(batch.rollouts.logp_old, recomputed=False)
+        return recompute_logprobs(self.source, batch, temperature, micro_batch_size)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> Generation:
@@ -316,10 +343,24 @@ class NativeBackend:
 BACKENDS = ("native", "vllm")
 
 
-def make_backend(name: str, policy: Policy, seed: int = 0, device: str = "cpu") -> RolloutBackend:
-    """The rollout backend called `name`, sampling from `policy` until its first `sync`."""
+@torch.no_grad()
+def recompute_logprobs(model: torch.nn.Module, batch: Batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
+    """logp_old recomputed by `model` (the trainer's weights the sampler was given), micro-batched."""
+    n = len(batch.tokens)
+    chunks = [torch.arange(i, min(i + micro_batch_size, n)) for i in range(0, n, micro_batch_size)]
+    logp = torch.cat([sequence_logprobs(model, batch.prompt_ids[i], batch.prompt_mask[i], batch.tokens[i],
+                                        temperature)[0] for i in chunks])
+    return BehaviourLogprobs(logp * batch.rollouts.m, recomputed=True)
+
+
+def make_backend(name: str, policy: Policy, seed: int = 0, device: str = "cpu",
+                 precision: str = "fp32") -> RolloutBackend:
+    """The rollout backend called `name`, sampling from `policy` until its first `sync`; `precision`
+    (native only) rounds the sampler's weights, so its log-probs differ from the trainer's."""
     if name == "native":
-        return NativeBackend(policy.model, policy.pad_id, policy.eos_id)
+        return NativeBackend(policy.model, policy.pad_id, policy.eos_id, precision=precision)
+    if precision != "fp32":
+        raise ValueError(f"rollout precision {precision!r} needs the native backend (vLLM samples in fp32 here)")
     if name == "vllm":  # imported lazily: vLLM lives in its own venv
         from bench.engine.vllm_backend import VLLMBackend
 

@@ -108,6 +108,8 @@ class Trainer:
         self.log = log or (lambda msg: None)
         self.recipe = cfg.recipe
         self.needs = cfg.recipe.needs
+        ctl = cfg.recipe.entropy_control
+        self.entropy_state = ctl.state() if ctl is not None else None  # adaptive entropy: (coef, last entropy)
         self.resume = resume
         # the stream first (a row is on disk before anything can stop the run), checkpoints last
         # (they hold what every other callback did at the step, the step's evaluation included)
@@ -143,7 +145,8 @@ class Trainer:
         self.max_new = cfg.train.max_new_tokens or self.task.max_new_tokens
         # held-out evaluations use the live policy on the native backend whatever the rollout settings
         self.behaviour = BehaviourPolicy(self.policy.model, cfg.rollout.lag)
-        self.backend = make_backend(cfg.rollout.backend, self.policy, seed=cfg.seed, device=dev)
+        self.backend = make_backend(cfg.rollout.backend, self.policy, seed=cfg.seed, device=dev,
+                                    precision=cfg.rollout.precision)
         self.backend.sync(self.behaviour.model)
         tc = cfg.train
         self.opt = torch.optim.AdamW(self.policy.model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay, **self._adam(tc))
@@ -237,7 +240,8 @@ class Trainer:
             baseline = base.repeat_interleave(G)
         raw = algorithms.Rollouts(
             rewards=rewards, group=group, mask=gen.mask, logp_old=gen.logp, max_new_tokens=self.max_new,
-            baseline_rewards=baseline, truncated=gen.truncated, correct=correct)
+            baseline_rewards=baseline, truncated=gen.truncated, correct=correct,
+            reward_parts=torch.stack([parts[k] for k in sorted(parts)], -1).to(rewards.dtype))  # unweighted (GDPO)
         shaped = self.recipe.shape(raw)
         pids, patt = (t.to(dev) for t in left_pad(rep, self.policy.pad_id))
         return Round(pids, patt, gen.tokens, raw, shaped, self.recipe.keep(shaped), self.behaviour.version, parts)
@@ -292,6 +296,7 @@ class Trainer:
         with self._amp():
             beh = self.backend.behaviour_logprobs(b, tc.temperature, tc.micro_batch_size)
             roll = b.rollouts
+            sampler = roll.logp_old
             if beh.recomputed:  # e.g. vLLM: one more forward, charged like the reference's
                 self.ledger.forward(self.shape, b.seq_lens())
                 delta = beh.logp - roll.logp_old
@@ -299,6 +304,15 @@ class Trainer:
                 if tc.tis_cap is not None:  # token-level truncated IS: min(π_old / π_sampler, cap), as TRL and verl
                     b.tis = delta.exp().clamp(max=tc.tis_cap) * roll.m
                 roll = roll.replace(logp_old=beh.logp)
+            if self.needs.behaviour:  # μ = the sampler's numbers; logp_old = the weights the update starts from
+                if b.lag > 0:  # stale rollouts: the proximal policy is the live one, one more forward
+                    prox = torch.cat([sequence_logprobs(self.policy.model, b.prompt_ids[i], b.prompt_mask[i],
+                                                        b.tokens[i], tc.temperature)[0]
+                                      for i in self._chunks(len(b.tokens))])
+                    self.ledger.forward(self.shape, b.seq_lens())
+                    roll = roll.replace(logp_old=prox * roll.m)
+                roll = roll.replace(logp_behav=sampler)
+                b.sampler_is_trainer = not beh.recomputed
             if self.reference is not None:  # only when the recipe or KL logging needs it
                 ref = torch.cat([sequence_logprobs(self.reference, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i],
                                                    tc.temperature)[0] for i in self._chunks(len(b.tokens))])
@@ -327,6 +341,8 @@ class Trainer:
         if self.critic is not None:
             self.critic_opt.zero_grad(set_to_none=True)
         parts = []
+        ctl = self.recipe.entropy_control
+        coef = ctl.applied(self.entropy_state) if ctl is not None and train_policy else None
         for j in self._chunks(len(idx)):
             rows = idx[j]
             micro = b.rollouts.select(rows)
@@ -339,9 +355,13 @@ class Trainer:
                                                   entropy_grad=self.needs.entropy)
             if train_policy:
                 if exact_old:
-                    micro = micro.replace(logp_old=logp.detach())
+                    exact = {"logp_old": logp.detach()}
+                    if b.sampler_is_trainer and micro.logp_behav is not None:
+                        exact["logp_behav"] = exact["logp_old"]  # decode vs forward differ by ~1e-6 only
+                    micro = micro.replace(**exact)
                 loss, stats = self.recipe.loss(logp, micro, adv[rows], weights=w[j], entropy=ent,
-                                               values=values, returns=None if returns is None else returns[rows])
+                                               values=values, returns=None if returns is None else returns[rows],
+                                               entropy_coef=coef)
             else:
                 loss, stats = self.recipe.value_loss(values, micro, returns[rows], weights=w[j])
             if not torch.isfinite(loss):
@@ -354,6 +374,9 @@ class Trainer:
             if not torch.isfinite(gn):
                 raise Diverged(f"non-finite gradient norm ({gn.item()})")
             out["grad/norm"] = gn
+            if coef is not None:  # the controller moves after each update, on that update's mean entropy
+                out["policy/entropy_coef"] = torch.tensor(coef, dtype=torch.float64)
+                self.entropy_state = ctl.advance(self.entropy_state, float(out["policy/entropy"]))
             self.opt.step()
             _check_weights(self.policy.model, "policy")
             self.ledger.training(self.shape, b.seq_lens(idx), int(mini.mask.sum().item()))
@@ -453,6 +476,7 @@ class Trainer:
             "critic": self.critic.state_dict() if self.critic is not None else None,
             "critic_opt": self.critic_opt.state_dict() if self.critic is not None else None,
             "behaviour": self.behaviour.state_dict(), "ledger": dataclasses.asdict(self.ledger),
+            "entropy_state": self.entropy_state,
             "order": self._order.get_state(), "queue": list(self._queue),
             "steps": self.steps, "evals": self.evals, "samples": self.samples,
             "callbacks": {type(cb).__name__: st for cb in self.callbacks if (st := cb.state_dict())},
@@ -477,6 +501,7 @@ class Trainer:
             self.critic.load_state_dict(st["critic"])
             self.critic_opt.load_state_dict(st["critic_opt"])
         self.behaviour.load_state_dict(st["behaviour"])
+        self.entropy_state = st.get("entropy_state")
         self.backend.sync(self.behaviour.model)
         self.ledger = Ledger(**st["ledger"])
         self._order.set_state(st["order"])

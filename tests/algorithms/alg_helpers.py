@@ -34,6 +34,8 @@ def random_batch(seed: int = 0, groups: int = 3, per_group: int = 4, T: int = 9,
         baseline_rewards=torch.randint(0, 2, (B,), generator=g).to(DTYPE),
         truncated=(lengths[perm] == T),
         correct=rewards[perm] > 0,
+        logp_behav=logp_old.clone(),  # the sampler's numbers equal the trainer's: on-policy, no mismatch
+        reward_parts=torch.stack([rewards[perm], (lengths[perm] % 2).to(DTYPE)], -1),  # two reward functions
     )
 
 

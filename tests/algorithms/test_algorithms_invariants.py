@@ -32,9 +32,17 @@ def step_grads(recipe, batch, sizes, logp, values):
     return total, logp.grad.clone(), g_values
 
 
+# Clip-Cov and KL-Cov select tokens by a covariance over the tokens the loss sees, one micro-batch at a
+# time (as verl does): their gradient depends on the split by design, and Clip-Cov detaches tokens
+# even on-policy. The tests below check that these are the only exceptions, and that they are real.
+PER_MICRO_BATCH = {"clip_cov", "kl_cov"}
+
+
 @pytest.mark.parametrize("name", algorithms.names())
 @pytest.mark.parametrize("split", list(SPLITS))
 def test_micro_batch_split_gives_same_gradient(name, split):
+    if name in PER_MICRO_BATCH:
+        pytest.skip("covariance over each micro-batch (verl's form): split-dependent by design")
     recipe = algorithms.get(name).replace(entropy_coef=0.01)
     batch = random_batch(seed=11)
     logp = perturbed(batch.logp_old, 0.3)  # off-policy: clips, caps and tapers are active
@@ -91,10 +99,27 @@ def test_on_policy_gradient_is_reinforce(objective, mode):
     assert stats["policy/ratio_mean"].item() == 1.0
 
 
+@pytest.mark.parametrize("name", sorted(PER_MICRO_BATCH))
+def test_the_covariance_recipes_really_depend_on_the_split(name):
+    # the exception above is real: with one token per micro-batch the covariance band holds other tokens
+    recipe = algorithms.get(name).replace(objective=algorithms.get(name).objective.replace(frac=0.5))
+    batch = random_batch(seed=11)
+    logp = perturbed(batch.logp_old, 0.3)
+    values = (batch.values + 0.3).detach().requires_grad_(True)
+    torch.manual_seed(0)
+    _, full_g, _ = step_grads(recipe, batch, [batch.size], logp, values)
+    torch.manual_seed(0)
+    _, g, _ = step_grads(recipe, batch, SPLITS["uneven"](batch.size), logp, values)
+    assert not torch.allclose(g, full_g, rtol=1e-6, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", algorithms.names())
 def test_on_policy_recipes_reduce_to_reinforce(name):
-    # every recipe's policy term, on-policy, is −A·log π under its aggregation
+    # every recipe's policy term, on-policy, is −A·log π under its aggregation (clip_cov: with no
+    # token in its covariance band; tests/algorithms/test_algorithms_2026_objectives.py checks the band)
     recipe = algorithms.get(name).replace(kl=KL(), nll_coef=0.0)
+    if name == "clip_cov":
+        recipe = recipe.replace(objective=recipe.objective.replace(cov_low=1e9, cov_high=2e9))
     batch = random_batch(seed=8)
     adv = recipe.advantages(batch)
     logp = batch.logp_old.clone().requires_grad_(True)

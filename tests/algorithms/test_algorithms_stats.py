@@ -10,6 +10,8 @@ from alg_helpers import perturbed, random_batch
 
 @pytest.mark.parametrize("name", algorithms.names())
 def test_merged_micro_batch_stats_equal_full_batch_stats(name):
+    if name in ("clip_cov", "kl_cov"):
+        pytest.skip("covariance over each micro-batch (verl's form): split-dependent by design")
     recipe = algorithms.get(name)
     batch = recipe.shape(random_batch(seed=13))
     adv = recipe.advantages(batch)
