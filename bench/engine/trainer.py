@@ -238,10 +238,11 @@ class Trainer:
             base, _ = reward_fns.combine(self.cfg.rewards, reward_fns.Samples(
                 gtexts, examples, gcorrect, greedy.lengths.to(dev), greedy.truncated.to(dev), self.max_new, self.task))
             baseline = base.repeat_interleave(G)
+        by_fn = torch.stack([parts[k] for k in sorted(parts)], -1).to(rewards.dtype) if parts else None
         raw = algorithms.Rollouts(
             rewards=rewards, group=group, mask=gen.mask, logp_old=gen.logp, max_new_tokens=self.max_new,
             baseline_rewards=baseline, truncated=gen.truncated, correct=correct,
-            reward_parts=torch.stack([parts[k] for k in sorted(parts)], -1).to(rewards.dtype))  # unweighted (GDPO)
+            reward_parts=by_fn)  # each reward function's unweighted values (GDPO normalises each)
         shaped = self.recipe.shape(raw)
         pids, patt = (t.to(dev) for t in left_pad(rep, self.policy.pad_id))
         return Round(pids, patt, gen.tokens, raw, shaped, self.recipe.keep(shaped), self.behaviour.version, parts)
