@@ -10,7 +10,7 @@ NLL and value terms are never corrected. A recipe's corrections multiply: c = Π
 Notation: μ = Rollouts.logp_behav, the behaviour policy's log-probs (the inference engine's numbers, or
 a stale policy's); logp_old = the trainer's log-probs under the weights at the start of the update (the
 proximal policy); logp = the policy being trained. A correction that reads μ sets `uses_behaviour`;
-the engine then provides logp_behav and recomputes logp_old (one more forward, charged).
+the engine then provides logp_behav, and with stale rollouts recomputes logp_old (one more forward, charged).
 
 Stats (merged as token means, convention 7's denominators): correction/weight_mean (mean of c over
 valid tokens), correction/masked_frac (share of valid tokens with c = 0). With several corrections
