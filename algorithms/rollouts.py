@@ -11,6 +11,7 @@ from torch import Tensor
 ROW_FIELDS = ("rewards", "group", "correct", "baseline_rewards", "truncated")
 TOKEN_FIELDS = ("mask", "logp_old", "logp_ref", "values", "logp_behav")
 MATRIX_FIELDS = ("reward_parts",)  # (B, K)
+TENSOR_FIELDS = ROW_FIELDS + TOKEN_FIELDS + MATRIX_FIELDS
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +96,7 @@ class Rollouts:
 
     def select(self, idx: Tensor | slice) -> Rollouts:
         """The rows `idx` (LongTensor, bool mask or slice) of every tensor field."""
-        changes = {name: getattr(self, name)[idx] for name in ROW_FIELDS + TOKEN_FIELDS + MATRIX_FIELDS
+        changes = {name: getattr(self, name)[idx] for name in TENSOR_FIELDS
                    if getattr(self, name) is not None}
         return dataclasses.replace(self, **changes)
 
@@ -110,7 +111,7 @@ class Rollouts:
         for p in parts[1:]:
             if p.max_new_tokens != first.max_new_tokens:
                 raise ValueError(f"Rollouts.cat: max_new_tokens differ ({first.max_new_tokens} vs {p.max_new_tokens})")
-            for name in ROW_FIELDS + TOKEN_FIELDS + MATRIX_FIELDS:
+            for name in TENSOR_FIELDS:
                 if (getattr(p, name) is None) != (getattr(first, name) is None):
                     raise ValueError(f"Rollouts.cat: field {name!r} is set in some parts and None in others")
         width = max(p.mask.shape[1] for p in parts)
@@ -130,6 +131,6 @@ class Rollouts:
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:
-        present = [n for n in ROW_FIELDS + TOKEN_FIELDS + MATRIX_FIELDS if getattr(self, n) is not None]
+        present = [n for n in TENSOR_FIELDS if getattr(self, n) is not None]
         return (f"Rollouts(B={self.size}, T={self.mask.shape[1]}, "
                 f"max_new_tokens={self.max_new_tokens}, fields={present})")

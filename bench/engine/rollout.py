@@ -344,13 +344,18 @@ BACKENDS = ("native", "vllm")
 
 
 @torch.no_grad()
-def recompute_logprobs(model: torch.nn.Module, batch: Batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
-    """logp_old recomputed by `model` (the trainer's weights the sampler was given), micro-batched."""
+def batch_logprobs(model: torch.nn.Module, batch: Batch, temperature: float, micro_batch_size: int) -> torch.Tensor:
+    """(B, T) log-probs of `batch`'s completions under `model`, micro-batched, 0 on padding."""
     n = len(batch.tokens)
     chunks = [torch.arange(i, min(i + micro_batch_size, n)) for i in range(0, n, micro_batch_size)]
     logp = torch.cat([sequence_logprobs(model, batch.prompt_ids[i], batch.prompt_mask[i], batch.tokens[i],
                                         temperature)[0] for i in chunks])
-    return BehaviourLogprobs(logp * batch.rollouts.m, recomputed=True)
+    return logp * batch.rollouts.m
+
+
+def recompute_logprobs(model: torch.nn.Module, batch: Batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
+    """logp_old recomputed by `model` (the trainer's weights the sampler was given)."""
+    return BehaviourLogprobs(batch_logprobs(model, batch, temperature, micro_batch_size), recomputed=True)
 
 
 def make_backend(name: str, policy: Policy, seed: int = 0, device: str = "cpu",

@@ -41,7 +41,7 @@ from bench.engine.lag import BehaviourPolicy
 from bench.engine.ledger import Ledger, ModelShape
 from bench.engine.policy import Policy, sequence_logprobs
 from bench.engine.records import Batch, Round
-from bench.engine.rollout import SamplingParams, left_pad, make_backend
+from bench.engine.rollout import SamplingParams, batch_logprobs, left_pad, make_backend
 from bench.warmstart import warm_start
 
 
@@ -307,18 +307,15 @@ class Trainer:
                 roll = roll.replace(logp_old=beh.logp)
             if self.needs.behaviour:  # μ = the sampler's numbers; logp_old = the weights the update starts from
                 if b.lag > 0:  # stale rollouts: the proximal policy is the live one, one more forward
-                    prox = torch.cat([sequence_logprobs(self.policy.model, b.prompt_ids[i], b.prompt_mask[i],
-                                                        b.tokens[i], tc.temperature)[0]
-                                      for i in self._chunks(len(b.tokens))])
+                    prox = batch_logprobs(self.policy.model, b, tc.temperature, tc.micro_batch_size)
                     self.ledger.forward(self.shape, b.seq_lens())
-                    roll = roll.replace(logp_old=prox * roll.m)
+                    roll = roll.replace(logp_old=prox)
                 roll = roll.replace(logp_behav=sampler)
                 b.sampler_is_trainer = not beh.recomputed
             if self.reference is not None:  # only when the recipe or KL logging needs it
-                ref = torch.cat([sequence_logprobs(self.reference, b.prompt_ids[i], b.prompt_mask[i], b.tokens[i],
-                                                   tc.temperature)[0] for i in self._chunks(len(b.tokens))])
+                ref = batch_logprobs(self.reference, b, tc.temperature, tc.micro_batch_size)
                 self.ledger.forward(self.shape, b.seq_lens())
-                roll = roll.replace(logp_ref=ref * roll.m)
+                roll = roll.replace(logp_ref=ref)
             if self.critic is not None:
                 vals = torch.cat([self.critic(b.prompt_ids[i], b.prompt_mask[i], b.tokens[i])
                                   for i in self._chunks(len(b.tokens))])

@@ -11,6 +11,7 @@ from algorithms.entropy import AdaptiveEntropy
 from bench.config import Regime, RolloutConfig
 from bench.engine.policy import sequence_logprobs
 from bench.engine.trainer import Trainer
+from test_offpolicy import track_versions
 from test_trainer import make_cfg, steps_of
 
 
@@ -62,22 +63,8 @@ def test_stale_rollouts_give_a_correction_the_samplers_logprobs_and_the_proximal
     (version t − 3), logp_old the live policy's (version t − 1), recomputed by one more forward."""
     cfg = make_cfg("decoupled_ppo", budget="4steps", **{"train.lr": 3e-2, "rollout.lag": 2})
     t = Trainer(cfg, root=tmp_path)
-    versions, used = [], {}
-    real_step, real_train = t.step, t._train_on
-
-    def step(n):
-        if not versions:
-            versions.append({k: v.clone() for k, v in t.policy.model.state_dict().items()})
-        row = real_step(n)
-        versions.append({k: v.clone() for k, v in t.policy.model.state_dict().items()})
-        return row
-
-    def train_on(b, n, train_policy=True):
-        used[n] = (b.prompt_ids.clone(), b.prompt_mask.clone(), b.tokens.clone(), b.rollouts)
-        return real_train(b, n, train_policy)
-
-    monkeypatch.setattr(t, "step", step)
-    monkeypatch.setattr(t, "_train_on", train_on)
+    versions, used = track_versions(t, monkeypatch, lambda b: (
+        b.prompt_ids.clone(), b.prompt_mask.clone(), b.tokens.clone(), b.rollouts))
     res = t.run()
     assert res.status == "finished", res.reason
     probe = t.reference

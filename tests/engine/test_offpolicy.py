@@ -42,14 +42,10 @@ def test_behaviour_policy_ring_gives_the_weights_of_step_t_minus_lag():
     assert live.model is model and live.staleness == 0
 
 
-def test_lag_trains_on_the_samplers_logprobs_equal_to_a_recomputation_with_the_lagged_weights(
-        bench_cache, tmp_path, monkeypatch):
-    """lag 2, one update per batch, a large lr so versions differ: logp_old of step t is the
-    behaviour policy's (version t − 3, the warm start until t = 3), not the live policy's."""
-    cfg = make_cfg("grpo", budget="4steps", **{"train.lr": 3e-2, "rollout.lag": 2})
-    t = Trainer(cfg, root=tmp_path)
-    versions = []  # policy weights after each step (index v = version v)
-    used = {}
+def track_versions(t: Trainer, monkeypatch, keep) -> tuple[list[dict], dict]:
+    """Patch trainer t to record the policy's weights after every step (versions[v] = version v, the
+    warm start first) and keep(batch) of the batch each step n trains on (used[n])."""
+    versions, used = [], {}
     real_step, real_train = t.step, t._train_on
 
     def step(n):
@@ -60,12 +56,23 @@ def test_lag_trains_on_the_samplers_logprobs_equal_to_a_recomputation_with_the_l
         return row
 
     def train_on(b, n, train_policy=True):
-        used[n] = (b.prompt_ids.clone(), b.prompt_mask.clone(), b.tokens.clone(), b.rollouts.logp_old.clone(),
-                   b.rollouts.mask.clone())
+        used[n] = keep(b)
         return real_train(b, n, train_policy)
 
     monkeypatch.setattr(t, "step", step)
     monkeypatch.setattr(t, "_train_on", train_on)
+    return versions, used
+
+
+def test_lag_trains_on_the_samplers_logprobs_equal_to_a_recomputation_with_the_lagged_weights(
+        bench_cache, tmp_path, monkeypatch):
+    """lag 2, one update per batch, a large lr so versions differ: logp_old of step t is the
+    behaviour policy's (version t − 3, the warm start until t = 3), not the live policy's."""
+    cfg = make_cfg("grpo", budget="4steps", **{"train.lr": 3e-2, "rollout.lag": 2})
+    t = Trainer(cfg, root=tmp_path)
+    versions, used = track_versions(t, monkeypatch, lambda b: (
+        b.prompt_ids.clone(), b.prompt_mask.clone(), b.tokens.clone(), b.rollouts.logp_old.clone(),
+        b.rollouts.mask.clone()))
     res = t.run()
     assert res.status == "finished", res.reason
     assert sorted(used) == [1, 2, 3, 4]

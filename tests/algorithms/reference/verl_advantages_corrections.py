@@ -3,7 +3,7 @@ tests/algorithms/test_algorithms_2026_{advantages,corrections}.py.
 
 Source: https://github.com/verl-project/verl (formerly volcengine/verl), commit
 1dda039b9c6311889a9c9a26040677e1254814f9 (2026-08-22, version 0.10.0.dev):
-  verl/utils/torch_functional.py         masked_sum, masked_mean, masked_var, masked_whiten
+  verl/utils/torch_functional.py         masked_var, masked_whiten (masked_sum, masked_mean: verl_policy_losses)
   verl/trainer/ppo/core_algos.py         compute_grpo_outcome_advantage, compute_gdpo_outcome_advantage,
                                          compute_opo_outcome_advantage, compute_gpg_outcome_advantage
   verl/trainer/ppo/rollout_corr_helper.py SAFETY_BOUND, the rollout_rs option sets,
@@ -28,47 +28,11 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from .verl_policy_losses import masked_mean, masked_sum  # the same verbatim helpers: one copy of each
+
 
 class AlgoConfig:
     """Stand-in for verl.trainer.config.AlgoConfig (annotations only)."""
-
-
-def masked_sum(values: torch.Tensor, mask: torch.Tensor, axis: int | tuple[int, ...] | None = None) -> torch.Tensor:
-    """Compute sum of tensor values where mask is True.
-
-    NaN values outside the mask are replaced with zeros to prevent
-    contaminating the sum.
-
-    Args:
-        values: Input tensor containing values to sum.
-        mask: Boolean or numeric mask tensor (same shape as values).
-            Non-zero values indicate elements to include.
-        axis: Dimension(s) along which to sum. None sums all elements.
-
-    Returns:
-        torch.Tensor: Sum of masked values, reduced along specified axis.
-    """
-    # If NaNs exist out of mask, replace NaNs in values with a value that
-    # won't affect the sum (e.g., 0 for masked regions)
-    valid_values = torch.where(mask.bool(), values, 0.0)
-    return (valid_values * mask).sum(axis=axis)
-
-
-def masked_mean(values, mask, axis=None):
-    """
-    Compute the mean of `values` over elements selected by `mask`.
-
-    Args:
-        values (Tensor): Input tensor.
-        mask (Tensor): Boolean or numeric mask of the same shape as `values`.
-        axis (int or tuple of int, optional): Dimension(s) along which to compute the mean.
-            Defaults to None (over all elements).
-
-    Returns:
-        Tensor: Masked mean, with shape equal to `values` reduced over `axis`.
-    """
-    s = masked_sum(values, mask, axis)
-    return s / (mask.sum(axis=axis) + 1e-8)
 
 
 def masked_var(values, mask, unbiased=True):
