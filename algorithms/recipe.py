@@ -275,6 +275,11 @@ class Recipe(Part):
         a.pop("name"), b.pop("name")
         return {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
 
+    def parts_differing(self, other: Recipe) -> list[str]:
+        """The recipe's own fields (its parts: advantage, objective, kl, ..., and the scalar
+        coefficients) in which the two differ, name excluded: a one-part ablation gives one."""
+        return sorted({k.split(".", 1)[0] for k in self.diff(other)})
+
     def __str__(self) -> str:
         rows = [f"{self.name} (id {self.id})"]
         for f in dataclasses.fields(self):

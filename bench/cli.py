@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 
@@ -87,7 +88,12 @@ def _cmd_list(args: argparse.Namespace) -> int:
         import algorithms
 
         for name in algorithms.names():
-            print(name)
+            if not args.verbose:
+                print(name)
+                continue
+            r = algorithms.get(name)  # its paper line, then its parts (the paths variants and --set change)
+            note = " ".join(r.description.split("\n\n")[0].split())
+            print(f"{r}\n" + textwrap.fill(note, 100, initial_indent="  ", subsequent_indent="  ") + "\n")
     elif what == "tasks":
         from bench import tasks
 
@@ -477,6 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list registered recipes, tasks, model scales or suites",
                         description="List registered recipes, tasks, model scales or suites.")
     ls.add_argument("what", choices=["recipes", "tasks", "scales", "suites", "calibrations"])
+    ls.add_argument("-v", "--verbose", action="store_true",
+                    help="recipes: each recipe's parts and the first line of its paper note")
     ls.set_defaults(func=_cmd_list)
 
     ws = sub.add_parser("warmstart", help="SFT a scale on a task's worked solutions (cached); print held-out accuracy",

@@ -270,19 +270,31 @@ def environment() -> dict:
             pkgs[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             pass
-    try:
-        here = Path(__file__).resolve().parent
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True, text=True, timeout=5).stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        commit, dirty = "", False
+    commit, changes = git_state()
     import torch
 
     hw = {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
           "python": platform.python_version(), "torch_threads": torch.get_num_threads()}
     if torch.cuda.is_available():
         hw["gpu"] = torch.cuda.get_device_name(0)
-    return {"packages": pkgs, "git_commit": commit, "git_dirty": dirty, "hardware": hw}
+    return {"packages": pkgs, "git_commit": commit, "git_dirty": bool(changes), "hardware": hw,
+            **({"git_changes": changes[:GIT_CHANGES_KEPT]} if changes else {})}
+
+
+GIT_CHANGES_KEPT = 20  # `git status --porcelain` lines a dirty run records: what made it dirty
+
+
+def git_state() -> tuple[str, list[str]]:
+    """(HEAD's commit, `git status --porcelain` lines) of the code's checkout; ("", []) outside git.
+    Any line makes a run `git_dirty`, untracked files included (an untracked module or suite file can
+    change what runs); a log written inside the clone does too, so write logs outside it."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "", []
+    return commit, [line for line in status.splitlines() if line.strip()]
 
 
 def scan(root: Path | None = None, warnings: list | None = None) -> dict[str, pl.LazyFrame]:

@@ -53,6 +53,13 @@
     [overrides.dapo]                  # per recipe, dotted RunConfig paths (recipe.* and train.* only)
     "recipe.objective.eps_high" = 0.3
 
+    [variants.grpo_cliphigher]        # a recipe of the suite's own: its base (a recipe or an earlier
+    base = "grpo"                     # variant) with the parts or fields it changes, dotted recipe paths;
+    "objective.eps_high" = 0.28       # named in recipes like any recipe, hashed by its parts; a variant
+    [variants.grpo_batchstd]          # that changes nothing is refused. A table with another `type`
+    base = "grpo"                     # replaces the part whole
+    advantage = {type = "group_norm", scale = "batch"}
+
     [tune]                            # `bench tune` settings and search spaces (bench/tune/settings.py)
     trials = 8
 
@@ -77,6 +84,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BeforeValidator, Field, field_validator
 
 import algorithms
+from algorithms.serialize import from_dict as part_from_dict
 from bench import models, rewards as reward_fns, tasks
 from bench.config import (ACCURACY_METRICS, DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, Claim, EvalSchedule, Regime, ReportSettings, Resources,
                           RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, _count_or_list, check_device)
@@ -130,6 +138,7 @@ class SuiteFile(Section):
     regimes: dict[str, dict[str, Any]] = {}  # NAME -> Regime fields (the name comes from the key)
     report: ReportSettings = ReportSettings()  # how the report reads the suite; never hashed
     claims: dict[str, dict[str, Any]] = {}  # NAME -> Claim fields (the name comes from the key); never hashed
+    variants: dict[str, Any] = {}  # NAME -> {base, description?, recipe paths}: recipes of the suite's own
 
     @field_validator("rewards", mode="before")
     @classmethod
@@ -173,6 +182,19 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A recipe of the suite's own: `base` (a registered recipe or an earlier variant) with the
+    parts or fields its table changes. It runs, hashes, tunes and reports like a registered recipe;
+    its search space is that of the registered recipe at the root of its chain."""
+
+    name: str
+    base: str
+    root: str  # the registered recipe the chain of bases starts from
+    recipe: algorithms.Recipe
+    changes: dict[str, tuple]  # field path -> (the base's value, the variant's)
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str
     path: Path
@@ -195,11 +217,20 @@ class Suite:
     claims: tuple[Claim, ...] = ()
     # (cell name, recipe) -> {dotted path: value}: tuned values (`bench suite --tuned`), applied last
     cell_overrides: dict[tuple[str, str], dict] = field(default_factory=dict)
+    variants: dict[str, Variant] = field(default_factory=dict)
+
+    def recipe(self, name: str) -> algorithms.Recipe:
+        """A recipe of the suite by name: one of its variants, else the registry's."""
+        return self.variants[name].recipe if name in self.variants else algorithms.get(name)
+
+    def registered(self, name: str) -> str:
+        """The registered recipe a suite recipe is (a variant: the root of its chain of bases)."""
+        return self.variants[name].root if name in self.variants else name
 
     def run_config(self, cell: Cell, recipe: str, seed: int) -> RunConfig:
         tags = {"suite": self.name, "cell": cell.name} | ({"regime": cell.regime.name} if cell.regime else {})
         train = self.train if cell.lr is None else self.train.replace(lr=cell.lr)
-        cfg = RunConfig(recipe=algorithms.get(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
+        cfg = RunConfig(recipe=self.recipe(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
                         seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=train,
                         eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, tags=tags, rewards=self.rewards,
                         device=self.device, threads=self.resources.threads)
@@ -335,10 +366,15 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     if isinstance(report, dict) and "primary" in report:
         f = f.replace(report=f.report.replace(declared=True))
 
-    for key, valid in (("recipes", algorithms.names()), ("tasks", tasks.names())):
+    variants = _variants(f.variants, err)
+    for key, valid in (("recipes", algorithms.names() + list(variants)), ("tasks", tasks.names())):
         for v in getattr(f, key):
             if v not in valid:
                 raise err(key, unknown(key.rstrip("s"), v, valid))
+    for name in variants:
+        if name not in f.recipes:
+            raise err(f"variants.{name}", f"not among the suite's recipes ({', '.join(f.recipes)}); name it in "
+                      "recipes to run it, or remove the table")
     for s in f.scales:
         try:
             models.get(s)
@@ -393,7 +429,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
                   cells=tuple(_cells(f, regimes, err)), task_params=f.task_params, overrides=overrides, device=f.device,
                   rollout=f.rollout, resources=f.resources, description=f.description, tune=f.tune,
                   regimes=tuple(regimes), report=f.report, train=f.train, eval=f.eval, warmstart=f.warmstart,
-                  rewards=f.rewards)
+                  rewards=f.rewards, variants=variants)
     claims = []
     for name, table in f.claims.items():  # in file order
         if not isinstance(table, dict):
@@ -446,6 +482,71 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
             except ValueError as e:
                 raise err(f"overrides.{recipe}", str(e)) from None
     return suite
+
+
+_VARIANT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_RECIPE_FIELDS = tuple(f.name for f in dataclasses.fields(algorithms.Recipe) if f.name not in ("name", "description"))
+
+
+def _variants(tables: dict[str, Any], err) -> dict[str, Variant]:
+    """[variants.NAME] tables -> Variants, each built on its base (bases first; a cycle is refused)."""
+    registered = algorithms.names()
+    out: dict[str, Variant] = {}
+
+    def build(name: str, chain: tuple[str, ...]) -> Variant:
+        if name in out:
+            return out[name]
+        if name in chain:
+            raise err(f"variants.{chain[0]}.base", "a cycle of bases: " + " -> ".join((*chain, name)))
+        key = f"variants.{name}"
+        table = tables[name]
+        if not isinstance(table, dict):
+            raise err(key, f"got {table!r}; expected a table: base = \"grpo\" and the parts or fields it changes")
+        if name in registered:
+            raise err(key, f"{name!r} is a registered recipe; a variant needs a name of its own (e.g. {name}_v2)")
+        if not _VARIANT_NAME.match(name):
+            raise err(key, "a variant's name is lower-case letters, digits and _, starting with a letter")
+        for k in ("name", "type"):
+            if k in table:
+                raise err(f"{key}.{k}", "the table's key is the variant's name, and a variant is a recipe"
+                          if k == "name" else "a variant is a recipe: its type is not set")
+        base = table.get("base")
+        if base is None:
+            raise err(f"{key}.base", "missing: the recipe it changes, one of " + ", ".join(registered + list(tables)))
+        if base not in registered and base not in tables:
+            raise err(f"{key}.base", unknown("recipe", base, registered + [t for t in tables if t != name]))
+        description = table.get("description", "")
+        if not isinstance(description, str):
+            raise err(f"{key}.description", f"got {description!r}; expected text")
+        changes = {k: v for k, v in table.items() if k not in ("base", "description")}
+        if not changes:
+            raise err(key, f"changes nothing from {base}: give the parts or fields it changes, e.g. "
+                      "\"objective.eps_high\" = 0.28")
+        try:
+            patch = unflatten(changes, key)
+        except ConfigError as e:
+            raise err("", str(e)) from None
+        for k in patch:
+            if k not in _RECIPE_FIELDS:
+                hint = " (paths are relative to the recipe: write objective.eps_high, not recipe.objective.eps_high)" \
+                    if k == "recipe" else ""
+                raise err(f"{key}.{k}", unknown("recipe field", k, list(_RECIPE_FIELDS)) + hint)
+        parent = build(base, (*chain, name)) if base in tables else None
+        base_recipe = parent.recipe if parent else algorithms.get(base)
+        try:
+            recipe = part_from_dict(merge({**base_recipe.to_dict(), "name": name}, patch), key)
+        except (ValueError, TypeError, KeyError) as e:
+            raise err("", str(e)) from None  # the message names the path (variants.NAME.part.field)
+        diff = recipe.diff(base_recipe)
+        if not diff:
+            raise err(key, f"changes nothing from {base}: every value it gives equals {base}'s")
+        text = description or f"{base} with " + ", ".join(f"{k} = {v[0]!r}" for k, v in diff.items())
+        out[name] = Variant(name, base, parent.root if parent else base, recipe.replace(description=text), diff)
+        return out[name]
+
+    for name in tables:  # in file order, bases first
+        build(name, ())
+    return out
 
 
 def _auc_to(metric: str) -> float | None:

@@ -174,6 +174,12 @@ def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry
     if not pending:
         print(f"nothing to run: all {len(cfgs)} runs are finished", file=out)
         return _summarise([], cfgs, root, 0.0, out, quiet=True)
+    commit, changes = results.git_state()
+    if changes:
+        shown = "; ".join(c.strip() for c in changes[:3]) + (f" and {len(changes) - 3} more" if len(changes) > 3 else "")
+        print(f"warning: the checkout at {commit[:12] or 'an unknown commit'} has uncommitted changes ({shown}): these "
+              f"runs are recorded git_dirty and `bench publish` will refuse them (commit, or move the files out)",
+              file=out)
     t0 = time.monotonic()
     progress = Progress(len(cfgs), n_done, out)
     jobs = {c.run_id: (c.replace(threads=plan.threads, device=plan.device).to_dict(), str(root))

@@ -51,7 +51,7 @@ def plan(suite: Suite, recipes: list[str], cells: list[Cell], settings: TuneSett
         for recipe in (r for r in recipes if r in suite.cell_recipes(cell)):  # a regime may run a subset
             cfg = suite.run_config(cell, recipe, settings.seed)
             where = f"{suite.path}: search space of {recipe}"
-            sp = spaces.space_for(recipe, settings.space.get(recipe), where)
+            sp = spaces.space_for(suite.registered(recipe), settings.space.get(recipe), where)
             spaces.validate(sp, cfg, where)
             out.append(StudySpec(study_name(suite.name, cell.name, recipe), suite.name, cell.name, recipe,
                                  cfg.to_dict(), sp, settings, len(cfg.eval.fractions) - 1))
