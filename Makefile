@@ -14,7 +14,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch>=2.6,torch==2.13.0)
 EXTRAS ?= test,ray
 SUITE ?= math-small
 
-.PHONY: setup suite test test-slow reproduce publish clean bench-speed setup-vllm test-vllm bench-vllm
+.PHONY: setup suite test lint test-slow reproduce publish clean bench-speed setup-vllm test-vllm bench-vllm
 
 setup: $(VENV)/.installed
 
@@ -31,6 +31,9 @@ suite: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+lint: setup  # ruff, configured in pyproject.toml ([tool.ruff]); `ruff check --fix .` mends most findings
+	$(VENV)/bin/ruff check .
 
 test-slow: setup  # tests marked @pytest.mark.slow (the published report regenerates byte-identically)
 	$(PY) -m pytest -q -m slow || test $$? -eq 5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 from .recipe import Recipe
 

@@ -123,8 +123,9 @@ def published_runs(report_dir: Path) -> dict[str, dict]:
     """run_id -> run.json of every finished or diverged run under REPORT_DIR/data/runs."""
     runs = Path(report_dir) / "data" / "runs"
     if not runs.is_dir():
+        known = ", ".join(sorted(p.parent.parent.name for p in Path("reports").glob("*/data/runs"))) or "none"
         raise FileNotFoundError(f"{report_dir} has no data/runs/ (a published report keeps its runs there; "
-                                f"published reports: {', '.join(sorted(p.parent.parent.name for p in Path('reports').glob('*/data/runs'))) or 'none'})")
+                                f"published reports: {known})")
     metas = {}
     for d in sorted(runs.iterdir()):
         f = d / "run.json"

@@ -172,7 +172,7 @@ def check_record(d: Path) -> str | None:
         read_meta(d)
     except CorruptRun as e:
         return str(e)
-    for name, schema in (("steps.parquet", STEP_SCHEMA), ("evals.parquet", EVAL_SCHEMA)):
+    for name in ("steps.parquet", "evals.parquet"):
         path = Path(d) / name
         try:
             cols = pl.read_parquet(path).columns

@@ -86,8 +86,8 @@ from pydantic import BeforeValidator, Field, field_validator
 import algorithms
 from algorithms.serialize import from_dict as part_from_dict
 from bench import models, rewards as reward_fns, tasks
-from bench.config import (ACCURACY_METRICS, DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, Claim, EvalSchedule, Regime, ReportSettings, Resources,
-                          RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, _count_or_list, check_device)
+from bench.config import (ACCURACY_METRICS, DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, Claim, EvalSchedule, Regime, ReportSettings,
+                          Resources, RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, _count_or_list, check_device)
 from bench.results import STEP_SCHEMA
 from bench.typed import ConfigError, Section, merge, unflatten
 from bench.textfile import read_text

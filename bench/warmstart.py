@@ -162,7 +162,7 @@ def fingerprint(sources: dict[str, str], versions: dict[str, str]) -> str:
     return h.hexdigest()[:16]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def code_fingerprint() -> str:
     """The fingerprint of the code that trains a warm start here (SFT_MODULES, SFT_PACKAGES)."""
     return fingerprint(sft_sources(), sft_versions())

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -250,7 +249,7 @@ def main() -> int:
             proc = bench(argv, env)
         dt = time.monotonic() - t0
         after = fingerprint(res)
-        err = [l for l in proc.stderr.splitlines() if not NOISE.match(l)]
+        err = [line for line in proc.stderr.splitlines() if not NOISE.match(line)]
         problems = []
         if proc.returncode != c.rc:
             problems.append(f"rc {proc.returncode} (want {c.rc})")

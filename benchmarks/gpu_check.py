@@ -112,7 +112,7 @@ def main() -> int:
             st = pl.read_parquet(res.path / "steps.parquet")
             ev = pl.read_parquet(res.path / "evals.parquet")
             later = st.slice(1)  # drop the first step (allocator and kernel warm-up)
-            med = lambda c: float(later[c].median()) if later.height else float(st[c].median())  # noqa: E731
+            med = lambda c, later=later, st=st: float(later[c].median()) if later.height else float(st[c].median())  # noqa: E731
             gen_tok = float(st["compute/gen_tokens"][-1] / st["time/rollout_s"].sum())
             row = {
                 "scale": scale_name, "precision": precision, "path": path, "status": res.status,
@@ -151,7 +151,7 @@ def acceptance_table(rows: list[dict]) -> str:
     out = ["", "scale   precision  gen tok/s hf -> fused (x)        train TFLOP/s hf -> fused   step s hf -> fused"]
     for scale, precision in dict.fromkeys((r["scale"], r["precision"]) for r in rows):
         hf, fu = by.get((scale, precision, "hf")), by.get((scale, precision, "fused"))
-        cell = lambda k, fmt: " -> ".join(fmt.format(x[k]) if x else "-" for x in (hf, fu))  # noqa: E731
+        cell = lambda k, fmt, hf=hf, fu=fu: " -> ".join(fmt.format(x[k]) if x else "-" for x in (hf, fu))  # noqa: E731
         ratio = f"({fu['gen_tok_per_s'] / hf['gen_tok_per_s']:.1f}x)" if hf and fu else ""
         out.append(f"{scale:<7} {precision:<9}  {cell('gen_tok_per_s', '{:,.0f}'):>22} {ratio:<7}  "
                    f"{cell('train_tflops_per_s', '{:.3f}'):>22}  {cell('step_s', '{:.3f}'):>18}")

@@ -213,7 +213,6 @@ def test_report_table_and_resources_are_not_hashed(tmp_path):
 
 
 def test_rollout_backend_string_and_lag(tmp_path, no_work, capsys):
-    from bench.cli import main
 
     p = tmp_path / "v.toml"
     p.write_text(SUITE + 'rollout = "vllm"\n')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import torch
 
-from bench.config import EvalConfig  # noqa: F401  (defined with the other config sections)
+from bench.config import EvalConfig
 from bench.engine.policy import Policy
 from bench.engine.rollout import NativeBackend, RolloutBackend, SamplingParams
 

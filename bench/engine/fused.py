@@ -72,7 +72,7 @@ class FusedLM:
             ))
 
     @classmethod
-    def of(cls, model: torch.nn.Module) -> "FusedLM | None":
+    def of(cls, model: torch.nn.Module) -> FusedLM | None:
         return None if unsupported(model) else cls(model)
 
     def rope(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

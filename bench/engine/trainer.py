@@ -113,7 +113,8 @@ class Trainer:
         self.resume = resume
         # the stream first (a row is on disk before anything can stop the run), checkpoints last
         # (they hold what every other callback did at the step, the step's evaluation included)
-        self.callbacks: list[Callback] = [Stream(results.live_dir(self.root, cfg.run_id)), *([Progress()] if progress else []), Evaluations(cfg.eval.fractions),
+        self.callbacks: list[Callback] = [Stream(results.live_dir(self.root, cfg.run_id)), *([Progress()] if progress else []),
+                                          Evaluations(cfg.eval.fractions),
                                           *([OnEval(on_eval)] if on_eval else []), *callbacks,
                                           *([Checkpoints(checkpoint_every)] if checkpoint_every else [])]
         self.steps: list[dict] = []

@@ -32,7 +32,8 @@ def _crashed(job: Job, why: str) -> dict:
     from bench.config import RunConfig
 
     cfg = job[0]
-    return {"run_id": RunConfig.from_dict(cfg).run_id, "recipe": cfg["recipe"]["name"], "cell": cfg["tags"].get("cell"), "seed": cfg["seed"],
+    return {"run_id": RunConfig.from_dict(cfg).run_id, "recipe": cfg["recipe"]["name"], "cell": cfg["tags"].get("cell"),
+            "seed": cfg["seed"],
             "status": "crashed", "reason": why, "acc": None, "wall_s": None}
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path

@@ -75,7 +75,7 @@ def run_one(cfg_dict: dict, root: str, wait: bool = False, options: dict | None 
 
             res = Trainer(cfg, root=root_p, callbacks=trackers.make(opts.get("report_to", "none")),
                           checkpoint_every=every, resume=resume).run()
-        except Exception as e:  # the trainer has written a `failed` record; report, do not crash the pool
+        except Exception as e:  # noqa: BLE001 (the trainer has written a `failed` record; report, do not crash the pool)
             return {**base, "status": "failed", "reason": f"{type(e).__name__}: {e}",
                     "wall_s": time.perf_counter() - t0, "acc": None}
         if resume:

@@ -33,7 +33,7 @@ from .answer import MARKER, extract_answer, parse_int
 from .base import Example, GeneratedTask, Task, TaskConfig
 from .registry import difficulties, get, names, register, task_class
 
-from . import (addition, base_conversion, chain_sum, countdown, dataset, gcd, multiplication,  # noqa: E402,F401
+from . import (addition, base_conversion, chain_sum, countdown, dataset, gcd, multiplication,  # noqa: F401
                number_sorting, spell_backward, verbose_addition)  # (each registers itself)
 
 __all__ = ["MARKER", "Example", "GeneratedTask", "Task", "TaskConfig", "difficulties",

@@ -191,7 +191,7 @@ def work(storage_url: str, specs: list[StudySpec], counts: list[int], root: str,
                                   pruner=make_pruner(spec))
         stop = optuna.study.MaxTrialsCallback(spec.settings.trials, states=(TrialState.COMPLETE, TrialState.PRUNED))
         before = len(study.get_trials(deepcopy=False))
-        study.optimize(lambda t: run_trial(t, spec, Path(root), threads), n_trials=count, catch=(Exception,),
+        study.optimize(lambda t, spec=spec: run_trial(t, spec, Path(root), threads), n_trials=count, catch=(Exception,),
                        callbacks=[stop])
         n += len(study.get_trials(deepcopy=False)) - before
     return n

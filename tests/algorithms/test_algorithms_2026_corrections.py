@@ -6,7 +6,6 @@ and its gradient against TRL's composition; hand-computed numbers for the rules 
 
 from __future__ import annotations
 
-import contextlib
 
 import pytest
 import torch

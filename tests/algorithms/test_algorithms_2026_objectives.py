@@ -110,7 +110,7 @@ def test_sapo_matches_verl_and_trl(seed, taus):
     # it equals SAPO at the float32-rounded τ. Its mean over sequences counts a fully masked row, as
     # our B does
     taus32 = tuple(float(torch.tensor(t, dtype=torch.float32)) for t in taus)
-    for c in (c, case(seed, scale=0.6, empty_row=True)):
+    for c in (c, case(seed, scale=0.6, empty_row=True)):  # noqa: B020 (the first case, then one more)
         assert_match(ours(SAPO(*taus32), "seq_mean_token_mean", c),
                      trl_loss(c, loss_type="sapo", sapo_temperature_pos=taus[0],
                               sapo_temperature_neg=taus[1]))

@@ -4,8 +4,7 @@ import pytest
 import torch
 
 import algorithms
-from algorithms import (GAE, KL, RLOO, Aggregation, BatchMean, GroupNorm, LengthAdaptiveGAE, Raw,
-                        ReinforcePP, ReinforcePPBaseline, ReMax, aggregate)
+from algorithms import (KL, RLOO, Aggregation, BatchMean, GroupNorm, ReinforcePP, ReinforcePPBaseline, ReMax, aggregate)
 from alg_helpers import perturbed, random_batch
 
 SPLITS = {"1xB": lambda B: [B], "Bx1": lambda B: [1] * B, "uneven": lambda B: [5, 1, B - 6]}

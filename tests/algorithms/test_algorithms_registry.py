@@ -7,7 +7,7 @@ import torch
 
 import algorithms
 from algorithms import (CISPO, GAE, GSPO, KL, Aggregation, Critic, DynamicSampling, GroupNorm,
-                        OverlongPenalty, PPOClip, Recipe, Updates)
+                        OverlongPenalty, PPOClip, Updates)
 from algorithms.parts import part
 from algorithms.registry import recipe as register_recipe
 

@@ -20,7 +20,7 @@ from bench.engine.trainer import Trainer
 from bench.harness import worker
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_trainer import TASK_PARAMS, WS, make_cfg  # noqa: E402
+from test_trainer import TASK_PARAMS, WS, make_cfg
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,15 +6,15 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("tensorboard")
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from bench import cli  # noqa: E402
-from bench.engine import trackers  # noqa: E402
-from bench.engine.trainer import Trainer  # noqa: E402
+from bench import cli
+from bench.engine import trackers
+from bench.engine.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_resume import Interrupt  # noqa: E402
-from test_trainer import make_cfg  # noqa: E402
+from test_resume import Interrupt
+from test_trainer import make_cfg
 
 
 def _read(d: Path) -> EventAccumulator:

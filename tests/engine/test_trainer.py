@@ -85,7 +85,7 @@ def test_ledger_counts_every_pass_including_greedy_baselines(bench_cache, tmp_pa
         calls = []
         real = t.backend.generate
 
-        def spy(prompts, params, _real=real):
+        def spy(prompts, params, _real=real, calls=calls):
             g = _real(prompts, params)
             calls.append(([len(p) for p in prompts], g.lengths.tolist()))
             return g

@@ -5,13 +5,12 @@ import sys
 from pathlib import Path
 
 import datasets
-import pytest
 
 from bench import cli, suite as suites
 from bench.engine.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "models"))
-from test_pretrained_runs import gsm_file, qwen_dir  # noqa: E402,F401  (module fixtures)
+from test_pretrained_runs import gsm_file, qwen_dir  # noqa: F401  (module fixtures)
 
 SUITE = suites.SUITES_DIR / "gsm8k-qwen.toml"
 MODEL, TRAIN, TEST = ("/EDIT-ME/models/Qwen2.5-0.5B-Instruct", "/EDIT-ME/data/gsm8k/train.jsonl",

@@ -1,5 +1,4 @@
 """Expansion: counts, tags, matched budgets, filters, overrides, shipped suites."""
-import dataclasses
 
 import pytest
 
@@ -53,7 +52,7 @@ def test_counts_tags_and_matched_cells(suite):
         assert c.tags["cell"] == f"{c.task}/{c.scale}"
         by_cell.setdefault(c.tags["cell"], []).append(c)
     assert sorted(by_cell) == ["addition/micro", "addition/nano", "chain_sum/micro", "chain_sum/nano"]
-    for cell, runs in by_cell.items():  # matched: one budget, one eval schedule, one warm start per cell
+    for runs in by_cell.values():  # matched: one budget, one eval schedule, one warm start per cell
         assert len({(r.budget, r.eval, r.warmstart, tuple(sorted(r.task_params.items()))) for r in runs}) == 1
         assert len(runs) == 6
     assert by_cell["chain_sum/nano"][0].budget.kind == "steps" and by_cell["chain_sum/nano"][0].budget.value == 20

@@ -137,7 +137,8 @@ def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
 
 
 @pytest.mark.parametrize("extra, key, needle", [
-    ("[regimes.lag2]\nlagg = 2\n", "regimes.lag2.lagg", "valid: name, lag, epochs, minibatches, lr, precision, recipes, cells, seeds, budget, warmstarts (did you mean 'lag'?)"),
+    ("[regimes.lag2]\nlagg = 2\n", "regimes.lag2.lagg",
+     "valid: name, lag, epochs, minibatches, lr, precision, recipes, cells, seeds, budget, warmstarts (did you mean 'lag'?)"),
     ("[regimes.lag2]\nlag = -1\n", "regimes.lag2.lag", "got -1; expected an integer >= 0"),
     ("[regimes.mb]\nminibatches = 0\n", "regimes.mb.minibatches", "got 0; expected an integer >= 1"),
     ("[regimes.x]\nlag = 1.5\n", "regimes.x.lag", "got 1.5; expected an integer >= 0"),

@@ -117,7 +117,8 @@ def test_cli_prints_one_line_error_and_exits_2(tmp_path, capsys):
 @pytest.mark.parametrize("table, expected", [
     ('primary = "acc"', "report.primary: got 'acc'; expected auc, final, plateau or compute_to:ACC with ACC in (0, 1]"),
     ('primary = "compute_to:abc"', "report.primary: got 'compute_to:abc'; expected auc, final, plateau or compute_to:ACC"),
-    ('primary = "compute_to:1.5"', "report.primary: got 'compute_to:1.5'; expected auc, final, plateau or compute_to:ACC with ACC in (0, 1]"),
+    ('primary = "compute_to:1.5"',
+     "report.primary: got 'compute_to:1.5'; expected auc, final, plateau or compute_to:ACC with ACC in (0, 1]"),
     ('baseline = "ppo"', "report.baseline: unknown recipe 'ppo'; valid: grpo, dapo"),
     ("margin = 0", "report.margin: got 0; expected a finite number in (0, 1)"),
     ("plateau_from = 1.0", "report.plateau_from: got 1.0; expected a finite number in [0, 1)"),

@@ -36,7 +36,7 @@ def record(root, run_id) -> dict:
 
 
 def one_line(err: str) -> str:
-    lines = [l for l in err.strip().splitlines() if l.strip()]
+    lines = [line for line in err.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in err, err
     return lines[0]
 

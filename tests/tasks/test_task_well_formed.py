@@ -58,7 +58,7 @@ def test_ood_of_the_largest_setting_stays_valid():
 
 def test_a_task_without_a_harder_step_has_no_ood(tmp_path):
     data = tmp_path / "d.jsonl"
-    data.write_text("\n".join('{"question": "q%d", "answer": "x\\n#### %d"}' % (i, i) for i in range(40)))
+    data.write_text("\n".join(f'{{"question": "q{i}", "answer": "x\\n#### {i}"}}' for i in range(40)))
     task = tasks.get("gsm8k", path=str(data))
     assert task.ood() is None
     assert task.well_formed("blah\n#### 4") and not task.well_formed("blah 4")

@@ -57,8 +57,10 @@ def test_suite_table_overrides_adds_and_drops(tiny):
 
 
 @pytest.mark.parametrize("extra, msg", [
-    ('[tune.space.grpo]\n"recipe.objective.eps_hgh" = {low = 0.1, high = 0.3}\n', "recipe.objective.eps_hgh: ppo_clip has no field 'eps_hgh'; fields: .*eps_high"),
-    ('[tune.space.rloo]\n"recipe.objective.eps_high" = {low = 0.1, high = 0.3}\n', "recipe.objective.eps_high: is_pg has no field 'eps_high'; fields: none"),
+    ('[tune.space.grpo]\n"recipe.objective.eps_hgh" = {low = 0.1, high = 0.3}\n',
+     "recipe.objective.eps_hgh: ppo_clip has no field 'eps_hgh'; fields: .*eps_high"),
+    ('[tune.space.rloo]\n"recipe.objective.eps_high" = {low = 0.1, high = 0.3}\n',
+     "recipe.objective.eps_high: is_pg has no field 'eps_high'; fields: none"),
     ('[tune.space.grpo]\n"eval.every" = {choices = [0.5]}\n', "only recipe.\\* and train.\\* paths can be tuned"),
     ('[tune.space.grpo]\n"train.lr" = {low = -1.0, high = 1e-3}\n', "train.lr: got -1.0; expected a finite number > 0"),
 ])
@@ -105,7 +107,6 @@ def test_pruners(tiny):
 
 
 def test_trial_identity_is_hashed_other_tags_are_not(tiny):
-    import dataclasses
 
     s = suites.load(tiny)
     cfg = s.run_config(s.cells[0], "grpo", 0)

@@ -2,7 +2,6 @@
 where vLLM is not installed. (The folder is not tests/vllm: under pytest that would shadow the vllm
 package.) One trainer with rollout=vllm serves the module: after each of its optimizer steps, vLLM's
 greedy rollouts on the pushed weights must be the native backend's tokens."""
-import dataclasses
 import math
 import os
 import subprocess
@@ -12,17 +11,17 @@ import pytest
 
 pytest.importorskip("vllm")
 
-import polars as pl  # noqa: E402
-import torch  # noqa: E402
+import polars as pl
+import torch
 
-import algorithms  # noqa: E402
-from bench import results  # noqa: E402
-from bench.config import Budget, EvalSchedule, RolloutConfig, RunConfig, TrainConfig  # noqa: E402
-from bench.engine.policy import sequence_logprobs  # noqa: E402
-from bench.engine.rollout import NativeBackend, SamplingParams, left_pad  # noqa: E402
-from bench.engine.trainer import Trainer  # noqa: E402
-from bench.engine.vllm_backend import VLLMBackend  # noqa: E402
-from bench.warmstart import WarmStartConfig  # noqa: E402
+import algorithms
+from bench import results
+from bench.config import Budget, EvalSchedule, RolloutConfig, RunConfig, TrainConfig
+from bench.engine.policy import sequence_logprobs
+from bench.engine.rollout import NativeBackend, SamplingParams, left_pad
+from bench.engine.trainer import Trainer
+from bench.engine.vllm_backend import VLLMBackend
+from bench.warmstart import WarmStartConfig
 
 WS = WarmStartConfig(steps=150, eval_examples=20)
 SMALL = ["--set", "train.prompts_per_step=4", "--set", "train.group_size=4", "--set", "train.micro_batch_size=16",
