@@ -11,7 +11,7 @@
 See recipe.py for the full order of engine calls, stats.py for how micro-batch stats combine.
 """
 
-from . import recipes as _recipes  # noqa: F401  (registers the named recipes)
+from . import recipes as _recipes  # noqa: F401  (its modules register the named recipes)
 from .advantages import (GAE, GDPO, GPG, OPO, RLOO, Advantage, BatchMean, GroupNorm, LengthAdaptiveGAE,
                          Raw, ReinforcePP, ReinforcePPBaseline, ReMax)
 from .corrections import M2PO, Correction, OffPolicySequenceMask, RolloutCorrection, TopEntropyMask
@@ -25,7 +25,7 @@ from .objectives import (CISPO, DPPO, GMPO, GSPO, ISPG, SAPO, TOPR, VESPO, ClipC
                          PPOClip)
 from .parts import PARTS, Part
 from .recipe import Needs, Recipe, Updates
-from .registry import UnknownRecipeError, get, names
+from .registry import UnknownRecipeError, get, names, search_space
 from .rollouts import Rollouts
 from .serialize import from_json
 from .stats import merge_stats
@@ -40,4 +40,5 @@ __all__ = [
     "Rollouts", "SAPO", "Shaping", "TOPR", "TopEntropyMask", "UnknownRecipeError", "Updates", "VESPO",
     "aggregate", "explained_variance",
     "from_json", "get", "group_weight_stats", "kl_estimate", "merge_stats", "names", "off_policy_stats",
+    "search_space",
 ]

@@ -620,7 +620,8 @@ def build_parser() -> argparse.ArgumentParser:
     tu = sub.add_parser("tune", help="Optuna search per cell × recipe: trials are runs, pruned on evaluations",
                         description="One Optuna study per (suite cell, recipe). A trial is a regular run (tagged "
                                     "study and trial) with hyperparameters sampled from the recipe's search space "
-                                    "(algorithms/search_spaces.py, changed by the suite's [tune.space.RECIPE]); "
+                                    "(the ranges it registers with beside algorithms/search_spaces.BASE, changed by the suite's "
+                                    "[tune.space.RECIPE]); "
                                     "its evaluations at compute checkpoints feed the pruner. --all gives every "
                                     "recipe the same trials at the same per-trial budget. The best values go to "
                                     "RESULTS/tuned/SUITE.toml for `bench suite SUITE --tuned`. Storage: a journal "

@@ -1,5 +1,6 @@
-"""Search spaces: the defaults of algorithms/search_spaces.py, merged with a suite's [tune.space.RECIPE]
-table, validated against the recipe's RunConfig, and sampled by an Optuna trial.
+"""Search spaces: each recipe's defaults (`algorithms.search_space`: search_spaces.BASE and the ranges
+the recipe registers with), merged with a suite's [tune.space.RECIPE] table, validated against the
+recipe's RunConfig, and sampled by an Optuna trial.
 
     [tune.space.grpo]
     "train.lr" = {low = 1e-5, high = 1e-3, log = true}    # replace a range
@@ -12,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from algorithms import search_spaces
+import algorithms
 from bench.config import RunConfig
 
 Kind = Literal["log_float", "float", "int", "categorical"]
@@ -69,7 +70,8 @@ class Param:
 
 
 def defaults(recipe: str) -> dict[str, dict]:
-    return {**search_spaces.BASE, **search_spaces.RECIPE.get(recipe, {})}
+    """A registered recipe's default space: search_spaces.BASE and the ranges it registers with."""
+    return algorithms.search_space(recipe)
 
 
 def space_for(recipe: str, table: dict | None = None, where: str = "search space") -> tuple[Param, ...]:

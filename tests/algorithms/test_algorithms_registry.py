@@ -11,14 +11,47 @@ from algorithms import (CISPO, GAE, GSPO, KL, Aggregation, Critic, DynamicSampli
 from algorithms.parts import part
 from algorithms.registry import recipe as register_recipe
 
-TWELVE = ["cispo", "dapo", "dr_grpo", "grpo", "gspo", "ppo", "reinforce", "reinforce_pp", "remax",
-          "rloo", "topr", "vapo"]
-FAMILY_2026 = ["clip_cov", "decoupled_ppo", "dppo_kl", "dppo_tv", "gmpo", "gpg", "grpo_tis", "kimi", "kl_cov",
-               "luspo", "opsm", "sapo", "vespo"]  # issue 25: the objectives, corrections and masks trainers ship now
+TWELVE = algorithms.names("family_2025")  # every recipe's id is pinned in test_algorithms_serialize.GOLDEN_IDS
 
 
-def test_names():
-    assert algorithms.names() == sorted(TWELVE + FAMILY_2026)
+def test_names_come_from_the_modules_of_algorithms_recipes():
+    assert TWELVE == ["cispo", "dapo", "dr_grpo", "grpo", "gspo", "ppo", "reinforce", "reinforce_pp", "remax",
+                      "rloo", "topr", "vapo"]  # the twelve of the published comparisons
+    assert algorithms.names() == sorted(TWELVE + algorithms.names("family_2026"))
+    with pytest.raises(ValueError, match="unknown recipe family 'family_2027'; valid: family_2025, family_2026"):
+        algorithms.names("family_2027")
+
+
+def test_every_recipe_registers_its_search_space_beside_the_base():
+    from algorithms import search_spaces
+    from algorithms.registry import SPACES
+
+    assert set(SPACES) == set(algorithms.names())
+    assert algorithms.search_space("grpo") == {**search_spaces.BASE, **search_spaces.CLIP, **search_spaces.BETA}
+    assert algorithms.search_space("reinforce") == search_spaces.BASE  # no knobs of its own
+    with pytest.raises(algorithms.UnknownRecipeError, match="Did you mean 'grpo'"):
+        algorithms.search_space("grpoo")
+    with pytest.raises(TypeError, match="space must be a dict"):
+        register_recipe("x", space=None)
+
+
+def test_a_new_recipe_is_one_registration(monkeypatch):
+    """What a new module in algorithms/recipes/ does: register a builder with its space; the recipe is
+    then named, tunable, printable and usable in a suite (tests/harness/test_suite_variants.py runs one)."""
+    from algorithms import registry
+
+    for table in ("RECIPES", "SPACES", "FAMILIES"):  # registered for this test only
+        monkeypatch.setattr(registry, table, dict(getattr(registry, table)))
+
+    @register_recipe("grpo_eps3", space={"recipe.objective.eps_high": {"low": 0.2, "high": 0.4}})
+    def grpo_eps3() -> algorithms.Recipe:
+        """A throwaway recipe (test). Departures: ε_high 0.3."""
+        return algorithms.get("grpo").replace(objective=PPOClip(0.2, 0.3))
+
+    assert "grpo_eps3" in algorithms.names() and algorithms.get("grpo_eps3").name == "grpo_eps3"
+    assert algorithms.search_space("grpo_eps3")["recipe.objective.eps_high"] == {"low": 0.2, "high": 0.4}
+    assert algorithms.get("grpo_eps3").parts_differing(algorithms.get("grpo")) == ["objective"]
+    assert registry.FAMILIES["grpo_eps3"] == "test_algorithms_registry"
 
 
 def test_unknown_name_lists_names_and_suggests_closest():
@@ -34,7 +67,7 @@ def test_unknown_name_lists_names_and_suggests_closest():
 
 def test_duplicate_registration_raises():
     with pytest.raises(ValueError, match="already registered"):
-        register_recipe("grpo")(lambda: algorithms.get("grpo"))
+        register_recipe("grpo", space={})(lambda: algorithms.get("grpo"))
     with pytest.raises(ValueError, match="already registered"):
         part("ppo_clip")(type("Another", (algorithms.Objective,), {}))
 
@@ -127,7 +160,7 @@ def test_missing_reference_is_a_clear_error():
     assert "kl/k1" not in stats
 
 
-@pytest.mark.parametrize("name", TWELVE)
+@pytest.mark.parametrize("name", algorithms.names())
 def test_descriptions_cite_a_paper_and_state_departures(name):
     r = algorithms.get(name)
     assert "Departures:" in r.description

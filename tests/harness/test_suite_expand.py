@@ -111,7 +111,7 @@ def test_plan_divides_cores(suite, monkeypatch):
     assert (p.workers, p.threads) == (4, 4)
 
 
-TWELVE = ["cispo", "dapo", "dr_grpo", "grpo", "gspo", "ppo", "reinforce", "reinforce_pp", "remax", "rloo", "topr", "vapo"]
+TWELVE = algorithms.names("family_2025")
 
 
 @pytest.mark.parametrize("name, n_runs, n_cells", [("smoke", None, 1), ("math-small", 180, 2), ("math-medium", 216, 6),

@@ -1,4 +1,4 @@
-"""The twelve named recipes, with the defaults of ALGORITHMS.md.
+"""The twelve named recipes of early 2025, with the defaults of ALGORITHMS.md.
 
 Each builder's docstring becomes the recipe's `description`: the paper, then where this recipe
 departs from it. Shared departure, stated once: the critic-free recipes take one optimizer update
@@ -8,20 +8,25 @@ papers that used several updates say so below, and `replace(updates=Updates(...)
 
 from __future__ import annotations
 
-from .advantages import GAE, GPG, RLOO, BatchMean, GroupNorm, LengthAdaptiveGAE, Raw, ReinforcePP, ReMax
-from .aggregation import Aggregation
-from .corrections import OffPolicySequenceMask, RolloutCorrection
-from .critic import Critic
-from .filters import AffineReward, DynamicSampling, OverlongPenalty
-from .kl import KL
-from .objectives import CISPO, DPPO, GMPO, GSPO, ISPG, SAPO, TOPR, VESPO, ClipCov, Kimi, KLCov, PPOClip
-from .recipe import Recipe, Updates
-from .registry import recipe
+from ..advantages import GAE, RLOO, BatchMean, GroupNorm, LengthAdaptiveGAE, Raw, ReinforcePP, ReMax
+from ..aggregation import Aggregation
+from ..critic import Critic
+from ..filters import AffineReward, DynamicSampling, OverlongPenalty
+from ..kl import KL
+from ..objectives import CISPO, GSPO, ISPG, TOPR, PPOClip
+from ..recipe import Recipe, Updates
+from ..registry import recipe
+from ..search_spaces import BETA, CLIP
 
 NO_KL = KL()
 
 
-@recipe("ppo")
+@recipe("ppo", space={
+    **CLIP,
+    **BETA,
+    "recipe.advantage.lam": {"low": 0.9, "high": 1.0},
+    "train.critic_lr": {"low": 1e-4, "high": 2e-3, "log": True},
+})
 def ppo() -> Recipe:
     """PPO with a critic, RLHF form. Schulman et al. 2017 (1707.06347); GAE, Schulman et al. 2015
     (1506.02438); KL-in-reward per token as in Ouyang et al. 2022 (2203.02155). Defaults are TRL's
@@ -43,7 +48,7 @@ def ppo() -> Recipe:
     )
 
 
-@recipe("grpo")
+@recipe("grpo", space={**CLIP, **BETA})
 def grpo() -> Recipe:
     """GRPO, outcome supervision. Shao et al. 2024, DeepSeekMath (2402.03300) §4.1-4.2:
     A = (r − mean_G)/std_G, token-ratio clip, per-sequence length mean then mean over the group
@@ -60,7 +65,7 @@ def grpo() -> Recipe:
     )
 
 
-@recipe("dr_grpo")
+@recipe("dr_grpo", space={**CLIP})
 def dr_grpo() -> Recipe:
     """Dr. GRPO. Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical Perspective"
     (2503.20783): no std in the advantage (A = r − mean_G), no 1/L_i in the loss (token sum divided
@@ -77,7 +82,10 @@ def dr_grpo() -> Recipe:
     )
 
 
-@recipe("dapo")
+@recipe("dapo", space={
+    "recipe.objective.eps_low": {"low": 0.1, "high": 0.3},
+    "recipe.objective.eps_high": {"low": 0.2, "high": 0.4},
+})
 def dapo() -> Recipe:
     """DAPO. Yu et al. 2025 (2503.14476): clip-higher (ε_low 0.2, ε_high 0.28), token-level loss,
     dynamic sampling (drop groups with accuracy 0 or 1 and refill), soft overlong punishment
@@ -100,7 +108,10 @@ def dapo() -> Recipe:
     )
 
 
-@recipe("gspo")
+@recipe("gspo", space={
+    "recipe.objective.eps_low": {"low": 1e-4, "high": 1e-2, "log": True},
+    "recipe.objective.eps_high": {"low": 1e-4, "high": 1e-2, "log": True},
+})
 def gspo() -> Recipe:
     """GSPO. Zheng et al. 2025, Group Sequence Policy Optimization (2507.18071): PPO's clip on the
     length-normalised sequence ratio s_i, ranges 3e-4 / 4e-4, sequence mean, no KL.
@@ -118,7 +129,7 @@ def gspo() -> Recipe:
     )
 
 
-@recipe("cispo")
+@recipe("cispo", space={"recipe.objective.ratio_max": {"low": 1.5, "high": 10.0, "log": True}})
 def cispo() -> Recipe:
     """CISPO. MiniMax 2025, MiniMax-M1 (2506.13585) §3.1, in ScaleRL's form (Khatri et al. 2025,
     2510.13786): −sg(min(ρ, ε_max))·A·log π with an absolute cap ε_max = 5, no lower bound,
@@ -137,7 +148,7 @@ def cispo() -> Recipe:
     )
 
 
-@recipe("rloo")
+@recipe("rloo", space={**BETA})
 def rloo() -> Recipe:
     """RLOO. Ahmadian et al. 2024, Back to Basics (2402.14740), after Kool et al. 2019: leave-one-out
     baseline, the whole completion as one action (token sum, mean over completions), no clipping,
@@ -154,7 +165,7 @@ def rloo() -> Recipe:
     )
 
 
-@recipe("remax")
+@recipe("remax", space={**BETA})
 def remax() -> Recipe:
     """ReMax. Li et al. 2023 (2310.10505): REINFORCE with the reward of the greedy completion of the
     same prompt as baseline (one extra greedy rollout per prompt, counted as compute), the
@@ -171,7 +182,7 @@ def remax() -> Recipe:
     )
 
 
-@recipe("reinforce")
+@recipe("reinforce", space={})
 def reinforce() -> Recipe:
     """REINFORCE with a batch-mean baseline. Williams 1992: A = r − mean over the batch, on-policy
     policy gradient, per-sequence length mean, no KL. The plain baseline the family improves on.
@@ -186,7 +197,7 @@ def reinforce() -> Recipe:
     )
 
 
-@recipe("reinforce_pp")
+@recipe("reinforce_pp", space={**CLIP, **BETA})
 def reinforce_pp() -> Recipe:
     """REINFORCE++. Hu et al. 2025 (2501.03262): token returns r − β·Σ_{s≥t} k1_s with k1 per token in
     the reward (β = 0.001, γ = 1), whitened over all tokens of the batch, PPO clip ε = 0.2,
@@ -203,7 +214,7 @@ def reinforce_pp() -> Recipe:
     )
 
 
-@recipe("topr")
+@recipe("topr", space={})
 def topr() -> Recipe:
     """TOPR. Le Roux et al. 2025, Tapered Off-Policy REINFORCE (2503.14286): positives get
     −R·log π (no IS weight), negatives −sg(clip(π(τ)/μ(τ), 0, 1))·R·log π with the full
@@ -223,7 +234,13 @@ def topr() -> Recipe:
     )
 
 
-@recipe("vapo")
+# vapo's λ = 1 − 1/(α·L): the paper's α = 0.05 suits L ~ 1000; short answers need α up to ~1
+@recipe("vapo", space={
+    **CLIP,
+    "recipe.advantage.alpha": {"low": 0.01, "high": 2.0, "log": True},
+    "recipe.nll_coef": {"low": 0.0, "high": 0.3},
+    "train.critic_lr": {"low": 1e-4, "high": 2e-3, "log": True},
+})
 def vapo() -> Recipe:
     """VAPO. Yue et al. 2025 (2504.05118): PPO with value pre-training (50 steps), decoupled GAE
     (critic λ = 1), length-adaptive policy λ = 1 − 1/(α·L) with α = 0.05, clip-higher 0.2 / 0.28,
@@ -244,206 +261,3 @@ def vapo() -> Recipe:
         updates=Updates(epochs=1, minibatches=4),
         nll_coef=0.1,
     )
-
-
-# ------------------------------------------------------------------ the 2026 family (issue 25)
-# Corrections and controllers are parts of their own (corrections.py, entropy.py); each recipe below is
-# one of the twelve plus the part its paper adds, so a contrast with its base changes one thing.
-
-@recipe("grpo_tis")
-def grpo_tis() -> Recipe:
-    """GRPO with truncated importance sampling against the train–inference mismatch (Yao et al. 2025,
-    "Your efficient RL framework secretly brings you off-policy RL training", blog; Liu et al. 2025,
-    2512.23075): every token's policy term × min(π_old/μ, 2), μ the sampler's log-probs (verl's token
-    TIS, cap 2.0).
-
-    Departures: grpo's defaults otherwise; the correction multiplies the policy term only (TRL and verl
-    alike). TRL's default is a sequence-level mask with cap 3 (RolloutCorrection(level="sequence",
-    mode="mask", c_max=3.0)). In fp32 on-policy rollouts μ = π_old and the weight is exactly 1.
-    """
-    return grpo().replace(corrections=(RolloutCorrection(level="token", mode="truncate", c_max=2.0),))
-
-
-@recipe("decoupled_ppo")
-def decoupled_ppo() -> Recipe:
-    """Decoupled PPO (AReaL, Fu et al. 2025, 2505.24298, use_decoupled_loss): for stale rollouts the
-    clip acts on r = π_θ/π_prox, the proximal policy being the weights the update starts from
-    (recomputed by one more forward), and each token is weighted by sg(π_prox/μ) against the stale
-    behaviour policy μ; tokens with π_prox/μ > 5 are rejected (AReaL's rejection_sampling, token level,
-    mask action, upper 5). Group-normalised advantages, token-mean loss, no KL (AReaL's GRPO examples).
-
-    Departures: rejected tokens stay in the token-mean's denominator (AReaL drops them from the
-    loss mask); ε = 0.2 both sides. On-policy (lag 0, one update) it is grpo-with-token-mean exactly.
-    """
-    return Recipe(
-        advantage=GroupNorm(scale="std"),
-        objective=PPOClip(eps_low=0.2, eps_high=0.2),
-        aggregation=Aggregation("token_mean"),
-        kl=NO_KL,
-        corrections=(RolloutCorrection(level="token", mode="mask", c_max=5.0),),
-    )
-
-
-@recipe("sapo")
-def sapo() -> Recipe:
-    """SAPO, Soft Adaptive Policy Optimization. Gao et al. 2025 (2511.20347): the hard clip replaced by a
-    soft gate, ℓ = −(4/τ)·σ(τ(ρ − 1))·A, τ = 1.0 for A > 0 and 1.05 for A < 0 (the gate closes faster on
-    negative tokens); group-normalised advantages, per-sequence length mean, no KL (TRL and verl `sapo`).
-
-    Departures: one update per batch, where ρ ≡ 1 and the gate's gradient equals the plain policy
-    gradient (4·σ'(0) = 1): SAPO differs from grpo-without-KL only off-policy (the stale regimes).
-    """
-    return Recipe(
-        advantage=GroupNorm(scale="std"),
-        objective=SAPO(tau_pos=1.0, tau_neg=1.05),
-        aggregation=Aggregation("seq_mean_token_mean"),
-        kl=NO_KL,
-    )
-
-
-@recipe("gmpo")
-def gmpo() -> Recipe:
-    """GMPO, Geometric-Mean Policy Optimization. Zhao et al. 2025 (2507.20673): the sequence objective
-    uses the geometric mean of the token ratios, each clipped in log space to [−0.4, 0.4] on the side
-    that limits A's sign; group-normalised advantages, mean over sequences, no KL (verl `geo_mean`).
-
-    Departures: written per token in the GSPO-token form (exact under seq_mean_token_mean).
-    """
-    return Recipe(
-        advantage=GroupNorm(scale="std"),
-        objective=GMPO(eps_low=0.4, eps_high=0.4),
-        aggregation=Aggregation("seq_mean_token_mean"),
-        kl=NO_KL,
-    )
-
-
-@recipe("luspo")
-def luspo() -> Recipe:
-    """LUSPO, length-unbiased sequence policy optimization (2602.05261; TRL `luspo`): GSPO's clipped
-    sequence ratio with the loss summed over each completion's tokens (length-weighted) and averaged
-    over completions, undoing GSPO's per-token length normalisation.
-
-    Departures: none in the math: it is gspo's objective with the seq_mean_token_sum aggregation
-    (tests/algorithms/test_algorithms_2026_objectives.py proves the equality with TRL's formula), so
-    luspo vs gspo is a one-part contrast.
-    """
-    return gspo().replace(aggregation=Aggregation("seq_mean_token_sum"))
-
-
-@recipe("vespo")
-def vespo() -> Recipe:
-    """VESPO (2602.10693; TRL `vespo`, get_gamma_weights): a stop-gradient sequence weight
-    φ = e^λ·W^k·e^(−λW) of the sequence ratio W (with the behaviour policy's ratio folded in),
-    (k, λ) = (2, 3) for A ≥ 0 and (3, 2) for A < 0, on ℓ = −φ·A·log π; group-normalised advantages,
-    a token sum over the batch's token count (token_mean), no KL.
-
-    Departures: the behaviour term is on (behaviour=True, as TRL folds in its vLLM ratio): in fp32
-    on-policy rollouts it is exactly 0. TRL truncates that ratio before use; we use it as is.
-    """
-    return Recipe(
-        advantage=GroupNorm(scale="std"),
-        objective=VESPO(behaviour=True),
-        aggregation=Aggregation("token_mean"),
-        kl=NO_KL,
-    )
-
-
-@recipe("dppo_tv")
-def dppo_tv() -> Recipe:
-    """DPPO with the total-variation trust region (2602.04879; verl `dppo_tv`, prime-rl's default loss):
-    ℓ = −A·sg(min(ρ, 3))·log π, with a token dropped when its probability moved past δ = 0.2 in the
-    direction its advantage pushes; group-normalised advantages, token mean, no KL.
-
-    Departures: δ = 0.2 (prime-rl; verl's example uses 0.15); ratio cap 3 (verl's actor config).
-    """
-    return Recipe(
-        advantage=GroupNorm(scale="std"),
-        objective=DPPO(divergence="tv"),
-        aggregation=Aggregation("token_mean"),
-        kl=NO_KL,
-    )
-
-
-@recipe("dppo_kl")
-def dppo_kl() -> Recipe:
-    """DPPO with the binary-KL trust region (2602.04879; verl `dppo_kl`): as dppo_tv, with a token
-    dropped when the binary KL between its old and new probability exceeds δ = 0.05.
-
-    Departures: δ = 0.05 from verl's example script (the paper sweeps it); ratio cap 3.
-    """
-    return dppo_tv().replace(objective=DPPO(divergence="kl"))
-
-
-@recipe("gpg")
-def gpg() -> Recipe:
-    """GPG, Group Policy Gradient. Chu et al. 2025 (2504.02546; verl `gpg`): plain policy gradient
-    ℓ = −A·log π (no ratio, no clip, no KL, no reference) with A = α(r − mean_G r), α = B / #{r ≠ 0}
-    rescaling for the share of zero-reward completions; token mean.
-
-    Departures: the is_pg objective (−ρA, the same gradient as −A·log π at one update per batch);
-    a lone completion's advantage is 0 (verl gives α·r).
-    """
-    return Recipe(
-        advantage=GPG(),
-        objective=ISPG(),
-        aggregation=Aggregation("token_mean"),
-        kl=NO_KL,
-    )
-
-
-@recipe("clip_cov")
-def clip_cov() -> Recipe:
-    """Clip-Cov. Cui et al. 2025, The Entropy Mechanism of RL for Reasoning LMs (2505.22617; verl
-    `clip_cov`): PPO's clip, plus the gradient of a random 2e-4 share of the tokens whose covariance
-    (A − mean A)(log π − mean log π) lies in (1, 5) is stopped, to keep entropy from collapsing;
-    group-normalised advantages, token mean, no KL.
-
-    Departures: the covariance is taken over each micro-batch (verl: each of its micro-batches too).
-    """
-    return Recipe(
-        advantage=GroupNorm(scale="std"),
-        objective=ClipCov(),
-        aggregation=Aggregation("token_mean"),
-        kl=NO_KL,
-    )
-
-
-@recipe("kl_cov")
-def kl_cov() -> Recipe:
-    """KL-Cov. Cui et al. 2025 (2505.22617; verl `kl_cov`): ℓ = −ρA plus 0.1·|log ρ| on the top 2e-4
-    share of tokens by covariance; group-normalised advantages, token mean, no KL to the reference.
-
-    Departures: coefficient 0.1 (verl's config; its docstring says 1).
-    """
-    return clip_cov().replace(objective=KLCov())
-
-
-@recipe("kimi")
-def kimi() -> Recipe:
-    """Kimi k1.5's policy loss (Kimi Team 2025, 2501.12599; verl `dro`, ROLL `kimi15`): the group-mean
-    baseline A = r − mean_G r and ℓ = −A·log π + (τ/2)(log π − log π_old)² with τ = 0.1: a squared
-    log-ratio penalty in place of a clip; token mean, no KL to the reference.
-
-    Departures: τ = 0.1 (ROLL's default; verl requires it); the paper's mirror-descent derivation also
-    uses a length penalty we leave out (shaping is a separate part).
-    """
-    return Recipe(
-        advantage=GroupNorm(scale="none"),
-        objective=Kimi(tau=0.1),
-        aggregation=Aggregation("token_mean"),
-        kl=NO_KL,
-    )
-
-
-@recipe("opsm")
-def opsm() -> Recipe:
-    """GRPO with DeepSeek-V3.2's off-policy sequence mask and unbiased KL (2512.02556; TRL
-    off_policy_mask_threshold and use_bias_correction_kl): a completion with negative advantage whose
-    mean log-ratio of behaviour to current policy exceeds 0.5 leaves the policy term, and the k3 KL is
-    multiplied by the token ratio π_θ/π_old.
-
-    Departures: grpo otherwise (β = 0.04 k3 in the loss); the threshold against the behaviour log-probs
-    follows TRL's docs (slime uses 1e-4 against the old log-probs: OffPolicySequenceMask(against="old")).
-    """
-    return grpo().replace(kl=KL(coef=0.04, estimator="k3", placement="loss", importance=True),
-                          corrections=(OffPolicySequenceMask(threshold=0.5, against="behaviour"),))
