@@ -26,15 +26,19 @@ difficulties or parameters raise ValueError listing the choices and the closest 
 
 A new task is a new module here: subclass `Task` (or `GeneratedTask` for an endless
 generator), give it a frozen `Config` deriving `TaskConfig`, presets for "easy", "medium"
-and "hard", decorate it with `@register`, and import the module below.
+and "hard", and decorate it with `@register`; every module of this package is imported below,
+so it registers itself (CONTRIBUTING.md has a worked example).
 """
 
 from .answer import MARKER, extract_answer, parse_int
 from .base import Example, GeneratedTask, Task, TaskConfig
 from .registry import difficulties, get, names, register, task_class
 
-from . import (addition, base_conversion, chain_sum, countdown, dataset, gcd, multiplication,  # noqa: F401
-               number_sorting, spell_backward, verbose_addition)  # (each registers itself)
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+for _module in sorted(m.name for m in _pkgutil.iter_modules(__path__)):  # each task module registers itself
+    _importlib.import_module(f"{__name__}.{_module}")
 
 __all__ = ["MARKER", "Example", "GeneratedTask", "Task", "TaskConfig", "difficulties",
            "extract_answer", "get", "names", "parse_int", "register", "task_class"]
