@@ -162,6 +162,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     task = tasks.get(args.task, **_task_params(args.data, args.param))
     scale = models.get(args.scale)
     preflight.check_device(args.device)
+    out = Path(args.out) if args.out else calibration.PATH
+    preflight.check_file_writable(out, "--out")  # before the calibration's training, not after
+    if args.cache:
+        preflight.check_writable(args.cache, "--cache")
     lo, hi = args.target
     print(f"calibrating the warm start of {task.name} {task.config} at {scale.name}: lrs {', '.join(map(str, args.lrs))}, "
           f"steps {', '.join(map(str, args.steps))}; target format rate >= {args.min_format}, pass@1 in [{lo}, {hi}] "
@@ -174,7 +178,6 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("not recorded (--dry-run)")
         return 0
-    out = Path(args.out) if args.out else calibration.PATH
     calibration.write(entry, out)
     print(f"recorded in {out}: runs with warmstart.calibrated = true on this task and scale use it")
     return 0 if entry["status"] == "ok" else 3
@@ -331,6 +334,8 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     from bench.engine import trackers
 
     trackers.check(args.report_to)
+    if args.dry_run and root.exists():
+        preflight.check_readable(root, "results directory")  # a plan reads which runs are done
     if not args.dry_run:
         preflight.check_writable(root, "results directory")
         if not args.no_report:
@@ -418,10 +423,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
-    from bench import results, suite as suites
+    from bench import preflight, results, suite as suites
     from bench.harness.leaderboard import per_run, print_leaderboard
 
     root = _root(args)
+    preflight.check_readable(root, "results directory")
     try:
         s = suites.load(args.suite)
     except (ValueError, FileNotFoundError) as e:  # no suite file: fall back to the suite tag in run.json
@@ -444,25 +450,38 @@ def _cmd_results(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from bench import report, suite as suites
+    from bench import preflight, report, suite as suites
 
     s = suites.load(args.suite)
     root = _root(args)
-    out = report.build(s, root, Path(args.out) if args.out else None)
+    preflight.check_readable(root, "results directory")
+    out = Path(args.out) if args.out else report.default_dir(s.name)
+    preflight.check_writable(out, "report directory")  # before the tables and figures are built
+    if (out / "figures").exists() and not (out / "figures").is_dir():
+        raise ValueError(f"report directory {out}: {out / 'figures'} is a file; the report writes its figures there")
+    out = report.build(s, root, out)
     print(f"report: {out / 'index.html'} and {out / 'report.md'}")
     return 0
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
-    from bench import publish, suite as suites
+    from bench import preflight, publish, suite as suites
 
-    publish.publish(suites.load(args.suite), _root(args), Path(args.reports) if args.reports else None)
+    s = suites.load(args.suite)
+    root = _root(args)
+    preflight.check_readable(root, "results directory")
+    if args.reports:
+        preflight.check_writable(args.reports, "reports directory")
+    publish.publish(s, root, Path(args.reports) if args.reports else None)
     return 0
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from bench import publish
+    from bench import preflight, publish
 
+    for flag, value in (("--cache", args.cache), ("--keep", args.keep)):
+        if value:
+            preflight.check_writable(value, flag)
     outcomes = publish.reproduce(Path(args.report_dir), args.runs, args.only,
                                  cache=Path(args.cache) if args.cache else None, workers=args.workers,
                                  keep=Path(args.keep) if args.keep else None)

@@ -47,6 +47,27 @@ def check_writable(path: Path | str, what: str) -> None:
         raise ValueError(f"{what} {path} is not writable ({e.strerror} in {probe})") from None
 
 
+def check_readable(path: Path | str, what: str) -> None:
+    """`path` is an existing directory we can read (a results directory a command reads from)."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{what} {path} does not exist")
+    if not path.is_dir():
+        raise ValueError(f"{what} {path} is a file; give a directory")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise ValueError(f"{what} {path} is not readable")
+
+
+def check_file_writable(path: Path | str, what: str) -> None:
+    """`path` is a file we can write (or create): not a directory, in a writable directory."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{what} {path} is a directory; give a file")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"{what} {path} is not writable")
+    check_writable(path.parent, f"{what} {path}: its directory")
+
+
 def check_task(task: str, params: dict, ood: bool = False) -> None:
     """The task builds; with `ood`, it also has a harder split (eval.ood_examples > 0 evaluates on it)."""
     from bench import tasks

@@ -58,7 +58,10 @@ def get(name: str, difficulty: str | None = None, **params: Any) -> Task:
     missing = [f.name for f in fields(cls.Config) if f.init and f.name not in merged
                and f.default is MISSING and f.default_factory is MISSING]
     if missing:
-        raise ValueError(f"task {name!r} needs the parameter(s) {', '.join(missing)}")
+        how = (f" (a local data file: --data FILE on the command line, path = \"FILE\" under [task_params.{name}] "
+               "in a suite)") if "path" in missing else (
+            f" (--param KEY=VALUE on the command line, under [task_params.{name}] in a suite)")
+        raise ValueError(f"task {name!r} needs the parameter(s) {', '.join(missing)}{how}")
     return cls(cls.Config(**merged))
 
 
