@@ -39,9 +39,10 @@ from bench.engine.critic import ValueModel
 from bench.engine.evaluate import evaluate
 from bench.engine.lag import BehaviourPolicy
 from bench.engine.ledger import Ledger, ModelShape
-from bench.engine.policy import Policy, sequence_logprobs
+from bench.engine.compute import Local
+from bench.engine.policy import Policy
 from bench.engine.records import Batch, Round
-from bench.engine.rollout import SamplingParams, batch_logprobs, left_pad, make_backend
+from bench.engine.rollout import SamplingParams, left_pad
 from bench.warmstart import warm_start
 
 
@@ -98,11 +99,13 @@ def _check_weights(model: torch.nn.Module, what: str) -> None:
 class Trainer:
     def __init__(self, cfg: RunConfig, root: Path | None = None, log=None, progress: bool = False,
                  save_checkpoint: bool = False, on_eval=None, callbacks: list[Callback] = (),
-                 checkpoint_every: int = 0, resume: bool = False):
+                 checkpoint_every: int = 0, resume: bool = False, compute: Local | None = None):
         """on_eval: called with each evaluation's row (may raise Stopped); callbacks: more hooks (trackers);
         checkpoint_every: save the resume state every N steps (0: never; not part of the config, so
-        it changes no run id and no number); resume: continue from the run's last checkpoint."""
+        it changes no run id and no number); resume: continue from the run's last checkpoint;
+        compute: where the model calls run (compute.py: this thread, or batched with other runs' in a stack)."""
         self.cfg = cfg
+        self.compute = compute or Local()
         self.save_checkpoint = save_checkpoint
         self.root = Path(root) if root else results.default_root()
         self.log = log or (lambda msg: None)
@@ -146,8 +149,8 @@ class Trainer:
         self.max_new = cfg.train.max_new_tokens or self.task.max_new_tokens
         # held-out evaluations use the live policy on the native backend whatever the rollout settings
         self.behaviour = BehaviourPolicy(self.policy.model, cfg.rollout.lag)
-        self.backend = make_backend(cfg.rollout.backend, self.policy, seed=cfg.seed, device=dev,
-                                    precision=cfg.rollout.precision)
+        self.backend = self.compute.backend(cfg.rollout.backend, self.policy, seed=cfg.seed, device=dev,
+                                            precision=cfg.rollout.precision)
         self.backend.sync(self.behaviour.model)
         tc = cfg.train
         self.opt = torch.optim.AdamW(self.policy.model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay, **self._adam(tc))
@@ -308,13 +311,13 @@ class Trainer:
                 roll = roll.replace(logp_old=beh.logp)
             if self.needs.behaviour:  # μ = the sampler's numbers; logp_old = the weights the update starts from
                 if b.lag > 0:  # stale rollouts: the proximal policy is the live one, one more forward
-                    prox = batch_logprobs(self.policy.model, b, tc.temperature, tc.micro_batch_size)
+                    prox = self.compute.frozen_logprobs(self.policy.model, b, tc.temperature, tc.micro_batch_size)
                     self.ledger.forward(self.shape, b.seq_lens())
                     roll = roll.replace(logp_old=prox)
                 roll = roll.replace(logp_behav=sampler)
                 b.sampler_is_trainer = not beh.recomputed
             if self.reference is not None:  # only when the recipe or KL logging needs it
-                ref = batch_logprobs(self.reference, b, tc.temperature, tc.micro_batch_size)
+                ref = self.compute.frozen_logprobs(self.reference, b, tc.temperature, tc.micro_batch_size)
                 self.ledger.forward(self.shape, b.seq_lens())
                 roll = roll.replace(logp_ref=ref)
             if self.critic is not None:
@@ -349,9 +352,9 @@ class Trainer:
                 values = self.critic(b.prompt_ids[rows], b.prompt_mask[rows], b.tokens[rows]).float() \
                     if self.critic is not None else None
                 if train_policy:
-                    logp, ent = sequence_logprobs(self.policy.model, b.prompt_ids[rows], b.prompt_mask[rows],
-                                                  b.tokens[rows], tc.temperature, with_entropy=True,
-                                                  entropy_grad=self.needs.entropy)
+                    logp, ent = self.compute.logprobs(self.policy.model, b.prompt_ids[rows], b.prompt_mask[rows],
+                                                      b.tokens[rows], tc.temperature, with_entropy=True,
+                                                      entropy_grad=self.needs.entropy)
             if train_policy:
                 if exact_old:
                     exact = {"logp_old": logp.detach()}
@@ -365,7 +368,7 @@ class Trainer:
                 loss, stats = self.recipe.value_loss(values, micro, returns[rows], weights=w[j])
             if not torch.isfinite(loss):
                 raise Diverged(f"non-finite loss ({loss.item()})")
-            loss.backward()
+            self.compute.backward(loss)
             parts.append(stats)
         out = algorithms.merge_stats(parts)
         if train_policy:
@@ -532,7 +535,8 @@ class Trainer:
         else:
             results.remove_live(self.root, cfg.run_id)  # a fresh start: no rows or checkpoint of an earlier attempt
         try:
-            self._setup()
+            with self.compute.exclusive():  # a stack's trainers set up one at a time (global RNG, warm start)
+                self._setup()
             if self.resume:
                 self._restore()
             for cb in self.callbacks:

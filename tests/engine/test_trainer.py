@@ -10,7 +10,7 @@ import torch
 import algorithms
 from bench import results
 from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
-from bench.engine import trainer as trainer_mod
+from bench.engine import compute as compute_mod
 from bench.engine.ledger import ModelShape
 from bench.engine.trainer import Trainer
 from bench.warmstart import WarmStartConfig
@@ -132,7 +132,7 @@ def test_same_config_and_seed_give_identical_steps(bench_cache, tmp_path):
 
 
 def test_nan_mid_run_gives_diverged_record(bench_cache, tmp_path, monkeypatch):
-    real = trainer_mod.sequence_logprobs
+    real = compute_mod.sequence_logprobs
     state = {"trainer": None}
 
     def poisoned(model, *args, **kw):
@@ -142,7 +142,7 @@ def test_nan_mid_run_gives_diverged_record(bench_cache, tmp_path, monkeypatch):
             logp = logp * float("nan")
         return logp, ent
 
-    monkeypatch.setattr(trainer_mod, "sequence_logprobs", poisoned)
+    monkeypatch.setattr(compute_mod, "sequence_logprobs", poisoned)
     t = Trainer(make_cfg("grpo", budget="4steps"), root=tmp_path)
     state["trainer"] = t
     res = t.run()

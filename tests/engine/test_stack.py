@@ -1,0 +1,125 @@
+"""Stacks of runs (bench/engine/stack.py): R trainers in threads whose model calls a shared server
+runs together. With the Looped ops every call runs as the run alone makes it, so a replica's record
+must equal the run alone bit for bit; a replica that diverges or fails ends alone."""
+import json
+
+import polars as pl
+import pytest
+import torch
+from test_trainer import make_cfg
+
+from bench.engine import compute as compute_mod
+from bench.engine.stack import Looped, Server, run_stack
+from bench.engine.trainer import Trainer
+
+
+def tables(res) -> tuple[pl.DataFrame, pl.DataFrame]:
+    steps = pl.read_parquet(res.path / "steps.parquet").select(pl.exclude("^time/.*$"))
+    return steps, pl.read_parquet(res.path / "evals.parquet")
+
+
+def assert_same_record(a, b) -> None:
+    assert (a.run_id, a.status) == (b.run_id, b.status), (a, b)
+    for x, y in zip(tables(a), tables(b)):
+        assert x.equals(y), a.run_id
+    ma, mb = (json.loads((r.path / "run.json").read_text()) for r in (a, b))
+    for k in ("status", "steps_done", "flops_spent", "gen_tokens", "train_tokens", "config"):
+        assert ma[k] == mb[k], k
+
+
+@pytest.mark.parametrize("recipe", ["grpo", "dapo", "ppo", "decoupled_ppo"])
+def test_a_looped_stack_writes_the_records_of_runs_alone(recipe, bench_cache, tmp_path):
+    """dapo refills (replicas leave lockstep), ppo has a critic, decoupled_ppo at lag 2 samples from
+    stale weights and recomputes the proximal policy."""
+    over = {"rollout.lag": 2, "recipe.updates.minibatches": 2} if recipe == "decoupled_ppo" else {}
+    cfgs = [make_cfg(recipe, budget="3steps", seed=s, **over) for s in (0, 1, 2)]
+    alone = [Trainer(c, root=tmp_path / "alone").run() for c in cfgs]
+    out = run_stack(cfgs, tmp_path / "stack")
+    for a, b in zip(alone, out.results):
+        assert_same_record(a, b)
+    assert out.requests["generate"] > out.calls["generate"]  # calls were grouped, not run one by one
+    if recipe == "grpo":  # in lockstep: one group per step of each kind
+        assert out.calls["generate"] == 3 and out.requests["generate"] == 9
+
+
+def test_a_replica_is_the_same_whatever_its_companions(bench_cache, tmp_path):
+    cfgs = [make_cfg("grpo", budget="2steps", seed=s) for s in (0, 5, 7)]
+    a = run_stack(cfgs[:2], tmp_path / "a").results[0]
+    b = run_stack([cfgs[0], cfgs[2]], tmp_path / "b").results[0]
+    c = run_stack(cfgs[:1], tmp_path / "c").results[0]
+    assert_same_record(a, b)
+    assert_same_record(a, c)
+
+
+def test_a_diverging_replica_ends_alone_and_the_others_finish(bench_cache, tmp_path, monkeypatch):
+    real = compute_mod.sequence_logprobs
+
+    def poisoned(model, *args, **kw):  # replica seed 1's policy forward turns NaN at its second step
+        logp, ent = real(model, *args, **kw)
+        if torch.is_grad_enabled() and getattr(model, "_poison", False) and model._calls >= 1:
+            logp = logp * float("nan")
+        if torch.is_grad_enabled() and getattr(model, "_poison", False):
+            model._calls += 1
+        return logp, ent
+
+    monkeypatch.setattr("bench.engine.stack.sequence_logprobs", poisoned)
+    cfgs = [make_cfg("grpo", budget="3steps", seed=s) for s in (0, 1, 2)]
+    real_setup = Trainer._setup
+
+    def setup(self):
+        real_setup(self)
+        if self.cfg.seed == 1:
+            self.policy.model._poison, self.policy.model._calls = True, 0
+
+    monkeypatch.setattr(Trainer, "_setup", setup)
+    out = run_stack(cfgs, tmp_path / "stack")
+    status = [r.status for r in out.results]
+    assert status == ["finished", "diverged", "finished"], [getattr(r, "reason", r) for r in out.results]
+    assert "non-finite" in out.results[1].reason
+    alone = Trainer(cfgs[2], root=tmp_path / "alone").run()
+    assert_same_record(alone, out.results[2])  # the others never noticed
+
+
+def test_a_failing_replica_records_its_failure_and_the_others_finish(bench_cache, tmp_path, monkeypatch):
+    real_setup = Trainer._setup
+
+    def setup(self):
+        if self.cfg.seed == 1:
+            raise RuntimeError("disk on fire")
+        real_setup(self)
+
+    monkeypatch.setattr(Trainer, "_setup", setup)
+    cfgs = [make_cfg("grpo", budget="2steps", seed=s) for s in (0, 1)]
+    out = run_stack(cfgs, tmp_path / "stack")
+    assert out.results[0].status == "finished"
+    assert isinstance(out.results[1], RuntimeError) and "disk on fire" in str(out.results[1])
+    meta = json.loads((tmp_path / "stack" / "runs" / cfgs[1].run_id / "run.json").read_text())
+    assert meta["status"] == "failed" and "disk on fire" in meta["reason"]
+
+
+def test_the_server_groups_like_calls_and_waits_for_every_live_replica():
+    class Ops:
+        def __init__(self):
+            self.groups = []
+
+        def frozen(self, calls):
+            self.groups.append(sorted(c["who"] for c in calls))
+            return [c["who"] * 10 for c in calls]
+
+    import threading
+
+    ops = Ops()
+    server = Server(ops, 3)
+    out = {}
+
+    def ask(i, key):
+        out[i] = server.request(i, "frozen", key, who=i)
+
+    threads = [threading.Thread(target=ask, args=(i, "k" if i < 2 else "other")) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert out == {0: 0, 1: 10, 2: 20}
+    assert sorted(ops.groups) == [[0, 1], [2]]  # two keys: two groups, each one call
+    assert isinstance(Looped(), Looped)
