@@ -82,6 +82,7 @@ class Objective(Part):
     (vespo's behaviour term)."""
 
     inputs: ClassVar[tuple[str, ...]] = ()
+    uses_global_rng: ClassVar[bool] = False  # draws from torch's global generator (Needs.global_rng)
 
     def per_token(self, logp: Tensor, logp_old: Tensor, adv: Tensor, mask: Tensor) -> tuple[Tensor, Stats]:
         raise NotImplementedError
@@ -438,6 +439,8 @@ class ClipCov(Objective):
     generator, drawn only when some token qualifies, so a run seeded like verl (our engine seeds
     torch per run) detaches the same tokens. CPU-GPU sync point: the count and the candidate list.
     Not the on-policy invariant: tokens are detached whatever the ratio. policy/cov_frac: their share."""
+
+    uses_global_rng: ClassVar[bool] = True  # the pick: torch.randperm on the global CPU generator, as verl
 
     eps_low: float = 0.2
     eps_high: float = 0.2

@@ -68,6 +68,8 @@ class Needs:
     behaviour              Rollouts.logp_behav is required (a correction or objective reads the
                            behaviour policy's log-probs): the engine keeps the sampler's log-probs
                            there and recomputes logp_old under the weights the update starts from.
+    global_rng             a part draws from torch's global generator while training (clip_cov's pick):
+                           its runs cannot share a process with other runs' draws (bench/engine/stack.py).
     """
 
     reference: bool
@@ -81,6 +83,7 @@ class Needs:
     minibatches: int
     value_pretrain_steps: int
     behaviour: bool = False
+    global_rng: bool = False
 
     @property
     def updates_per_batch(self) -> int:
@@ -141,6 +144,7 @@ class Recipe(Part):
             value_pretrain_steps=self.critic.pretrain_steps if self.critic else 0,
             behaviour=("logp_behav" in self.objective.inputs
                        or any(c.uses_behaviour for c in self.corrections)),
+            global_rng=self.objective.uses_global_rng,
         )
 
     def shape(self, batch: Rollouts) -> Rollouts:

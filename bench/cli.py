@@ -344,7 +344,7 @@ def _cmd_suite(args: argparse.Namespace) -> int:
             preflight.check_writable(default_dir(s.name), "report directory")
     pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
     plan = runner.make_plan(s, len(pending), args.executor, args.workers, args.threads, args.device, args.address,
-                            args.gpus_per_run)
+                            args.gpus_per_run, args.stack)
     if args.dry_run:
         from bench.harness.plan import print_plan
 
@@ -625,6 +625,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Ray with a cuda device: GPUs each run reserves; fractions pack runs on one GPU "
                          "(default: the suite's [resources] gpus_per_run, else 1)")
     su.add_argument("--device", default=None, help="override the suite's device (cpu, cuda, cuda:N); not hashed")
+    su.add_argument("--stack", type=_int_at_least(1), default=None, metavar="R",
+                    help="train up to R runs of one cell (the same config but the seed) as one stack in one worker, "
+                         "their model calls batched together (default: the suite's [resources] stack, else 1)")
     _add_results(su)
     su.add_argument("--retry-failed", action="store_true",
                     help="rerun runs whose record says `failed` (a crash; diverged runs are results and stay)")

@@ -338,6 +338,7 @@ class Resources(Section):
     WHERE: ClassVar[str] = "resources"
     threads: int = Field(0, ge=0)  # torch threads per run; 0: the executor divides the cores among workers
     gpus_per_run: float = Field(1.0, gt=0)  # Ray only, for device cuda
+    stack: int = Field(1, ge=1)  # runs of one cell trained as one stack (bench/engine/stack.py); 1: one at a time
 
 
 ACCURACY_METRICS = ("auc", "final", "plateau")  # per-run held-out accuracy metrics (bench/report/tables.py)

@@ -20,6 +20,7 @@ loss reaches only its own weights).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,16 +212,19 @@ class StackOutcome:
     requests: dict = field(default_factory=dict)  # replica calls served, by kind
 
 
-def run_stack(cfgs: list[RunConfig], root: Path, ops=None, **trainer_kw) -> StackOutcome:
+def run_stack(cfgs: list[RunConfig], root: Path, ops=None, trainer_kw: Callable[[RunConfig], dict] | None = None
+              ) -> StackOutcome:
     """Train `cfgs` as one stack (threads sharing one server); every replica writes its own record.
-    Returns each replica's RunResult, or the exception its run raised (a `failed` record is written
-    for it, as for a run alone)."""
+    trainer_kw(cfg): more Trainer arguments for a replica (its own callbacks). Returns each replica's
+    RunResult, or the exception its run raised (a `failed` record is written for it, as for a run
+    alone)."""
     from bench.engine.trainer import Trainer
 
     if not cfgs:
         raise ValueError("run_stack needs at least one run")
     server = Server(ops or Looped(), len(cfgs))
-    trainers = [Trainer(c, root=root, compute=Replica(server, i), **trainer_kw) for i, c in enumerate(cfgs)]
+    trainers = [Trainer(c, root=root, compute=Replica(server, i), **(trainer_kw(c) if trainer_kw else {}))
+                for i, c in enumerate(cfgs)]
     results: list = [None] * len(cfgs)
 
     def work(i: int) -> None:

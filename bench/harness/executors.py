@@ -1,5 +1,6 @@
-"""Executors: where runs execute. Both take jobs (cfg dict, root, wait, options) and report outcomes as
-they arrive; a run is the same `worker.run_one` call on either, so the tables are the same.
+"""Executors: where runs execute. Both take jobs (cfg dicts, root, wait, options) and report outcomes as
+they arrive, one per run; a job is the same `worker.run_job` call on either (one run, or a stack of
+runs of one cell), so the tables are the same.
 
 local  a pool of spawned processes (`workers` at once, reused across runs: importing torch and
        transformers costs seconds, a tiny run costs seconds too). Each run sets its own torch
@@ -16,9 +17,9 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from bench.harness.worker import init_local_worker, run_one
+from bench.harness.worker import init_local_worker, run_job
 
-Job = tuple[dict, str, bool, dict | None]  # (RunConfig.to_dict(), results root, wait for the lock, run options)
+Job = tuple[list[dict], str, bool, dict | None]  # ([RunConfig.to_dict(), ...], results root, wait for the locks, options)
 
 
 def cpu_count() -> int:
@@ -28,13 +29,11 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def _crashed(job: Job, why: str) -> dict:
+def _crashed(job: Job, why: str) -> list[dict]:
     from bench.config import RunConfig
 
-    cfg = job[0]
-    return {"run_id": RunConfig.from_dict(cfg).run_id, "recipe": cfg["recipe"]["name"], "cell": cfg["tags"].get("cell"),
-            "seed": cfg["seed"],
-            "status": "crashed", "reason": why, "acc": None, "wall_s": None}
+    return [{"run_id": RunConfig.from_dict(cfg).run_id, "recipe": cfg["recipe"]["name"], "cell": cfg["tags"].get("cell"),
+             "seed": cfg["seed"], "status": "crashed", "reason": why, "acc": None, "wall_s": None} for cfg in job[0]]
 
 
 class LocalExecutor:
@@ -67,7 +66,7 @@ class LocalExecutor:
         return self._pool
 
     def run(self, jobs: list[Job], on_done: Callable[[dict], None]) -> None:
-        pending = {self._get_pool().submit(run_one, *job): job for job in jobs}
+        pending = {self._get_pool().submit(run_job, *job): job for job in jobs}
         while pending:
             # a timeout, so the main thread wakes to handle Ctrl-C (a signal may land on another thread)
             finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -82,7 +81,8 @@ class LocalExecutor:
                     self._pool = None  # a broken pool takes no more work; the next run() starts a new one
                 except Exception as e:  # noqa: BLE001  (e.g. a config that fails to load)
                     out = _crashed(job, f"{type(e).__name__}: {e}")
-                on_done(out)
+                for o in out:
+                    on_done(o)
 
 
 class RayExecutor:
@@ -111,8 +111,8 @@ class RayExecutor:
         remotes = {}
         pending = {}
         for job in jobs:
-            gpus = self.gpus if str(job[0]["device"]).startswith("cuda") else 0
-            fn = remotes.get(gpus) or remotes.setdefault(gpus, ray.remote(num_cpus=self.threads, num_gpus=gpus)(run_one))
+            gpus = self.gpus if str(job[0][0]["device"]).startswith("cuda") else 0
+            fn = remotes.get(gpus) or remotes.setdefault(gpus, ray.remote(num_cpus=self.threads, num_gpus=gpus)(run_job))
             pending[fn.remote(*job)] = job
         while pending:
             finished, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
@@ -123,4 +123,5 @@ class RayExecutor:
                 out = ray.get(finished[0])
             except Exception as e:  # noqa: BLE001  (the worker died, or the task failed to start)
                 out = _crashed(job, f"{type(e).__name__}: {e}")
-            on_done(out)
+            for o in out:
+                on_done(o)

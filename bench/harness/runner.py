@@ -37,11 +37,12 @@ class Plan:
     device: str
     address: str | None = None
     gpus_per_run: float = 1.0  # Ray, device cuda: GPUs each run reserves
+    stack: int = 1  # runs of one cell trained as one stack (a job); 1: each run its own job
 
 
 def make_plan(suite: Suite, n_pending: int, executor: str = "local", workers: int | None = None,
               threads: int | None = None, device: str | None = None, address: str | None = None,
-              gpus_per_run: float | None = None) -> Plan:
+              gpus_per_run: float | None = None, stack: int | None = None) -> Plan:
     """threads × workers ≤ cores: by default one worker per core (runs are small), all cores split evenly."""
     if executor not in ("local", "ray"):
         raise ValueError(f"unknown executor {executor!r}; valid: local, ray")
@@ -49,13 +50,15 @@ def make_plan(suite: Suite, n_pending: int, executor: str = "local", workers: in
         raise ValueError("--workers must be >= 1 and --threads >= 0")
     if gpus_per_run is not None and not gpus_per_run > 0:
         raise ValueError(f"--gpus-per-run must be > 0, got {gpus_per_run}")
+    if stack is not None and stack < 1:
+        raise ValueError(f"--stack must be >= 1, got {stack}")
     cores = cpu_count()
     threads = threads or suite.resources.threads or 0
     if workers is None:
         workers = max(1, min(max(n_pending, 1), cores // threads if threads else cores))
     threads = threads or max(1, cores // workers)
     return Plan(executor, workers, threads, device or suite.device, address,
-                gpus_per_run or suite.resources.gpus_per_run)
+                gpus_per_run or suite.resources.gpus_per_run, stack or suite.resources.stack)
 
 
 def execution_order(suite: Suite, cfgs: list[RunConfig]) -> list[RunConfig]:
@@ -65,6 +68,37 @@ def execution_order(suite: Suite, cfgs: list[RunConfig]) -> list[RunConfig]:
     cell = {c.name: i for i, c in enumerate(suite.cells)}
     seed = {s: i for i, s in enumerate(suite.all_seeds)}
     return sorted(cfgs, key=lambda c: (seed[c.seed], rank[c.recipe.name], cell[c.tags["cell"]]))
+
+
+def stackable(cfg: RunConfig) -> str | None:
+    """The key runs must share to train as one stack (their configs apart from the seed), or None
+    when this run trains alone (its parts draw from torch's global generator, or another backend)."""
+    if cfg.recipe.needs.global_rng or cfg.rollout.backend != "native":
+        return None
+    d = cfg.to_dict()
+    for k in ("seed", "tags", "threads"):
+        d.pop(k)
+    return json.dumps(d, sort_keys=True)
+
+
+def pack(cfgs: list[RunConfig], size: int) -> list[list[RunConfig]]:
+    """Jobs of up to `size` runs that share a stack key, in the order of their first run; a run
+    that cannot stack is a job of its own."""
+    if size <= 1:
+        return [[c] for c in cfgs]
+    jobs: list[list[RunConfig]] = []
+    open_job: dict[str, list[RunConfig]] = {}
+    for c in cfgs:
+        key = stackable(c)
+        if key is None:
+            jobs.append([c])
+            continue
+        job = open_job.get(key)
+        if job is None or len(job) >= size:
+            job = open_job[key] = []
+            jobs.append(job)
+        job.append(c)
+    return jobs
 
 
 def remove_failed(root: Path, cfgs: list[RunConfig], out=None) -> int:
@@ -169,7 +203,8 @@ def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry
     pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
     n_done = len(cfgs) - len(pending)
     print(f"suite {suite.name}: {len(cfgs)} runs, {n_done} already finished, {len(pending)} to run "
-          f"({plan.executor}: {plan.workers} worker(s) × {plan.threads} thread(s), device {plan.device}); "
+          f"({plan.executor}: {plan.workers} worker(s) × {plan.threads} thread(s), device {plan.device}"
+          f"{f', stacks of up to {plan.stack} runs' if plan.stack > 1 else ''}); "
           f"results in {root}", file=out)
     if not pending:
         print(f"nothing to run: all {len(cfgs)} runs are finished", file=out)
@@ -182,17 +217,17 @@ def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry
               file=out)
     t0 = time.monotonic()
     progress = Progress(len(cfgs), n_done, out)
-    jobs = {c.run_id: (c.replace(threads=plan.threads, device=plan.device).to_dict(), str(root))
-            for c in execution_order(suite, pending)}
+    dicts = {c.run_id: c.replace(threads=plan.threads, device=plan.device).to_dict() for c in pending}
+    jobs = [[dicts[c.run_id] for c in job] for job in pack(execution_order(suite, pending), plan.stack)]
     try:
         with _executor(plan) as ex:
-            ex.run([(*job, False, options) for job in jobs.values()], progress.update)
+            ex.run([(job, str(root), False, options) for job in jobs], progress.update)
             if progress.locked:
                 print(f"{len(progress.locked)} run(s) held by another process; waiting for them "
                       "(and running any whose holder died)", file=out)
-                held = {o["run_id"] for o in progress.locked}
+                held = [o["run_id"] for o in progress.locked]
                 progress.locked = []
-                ex.run([(*job, True, options) for rid, job in jobs.items() if rid in held], progress.update)
+                ex.run([([dicts[rid]], str(root), True, options) for rid in held], progress.update)
     finally:
         progress.close()
     return _summarise(progress.outcomes, cfgs, root, time.monotonic() - t0, out)

@@ -1,10 +1,13 @@
-"""One run, in whichever process an executor gives it: lock, skip if finished, train.
+"""Runs, in whichever process an executor gives them: lock, skip if finished, train.
 
-`run_one` takes and returns plain dicts (a RunConfig's canonical form; an outcome), so the same
-function runs in a local spawn-pool process and as a Ray task.
+`run_job` takes a job's plain dicts (RunConfigs' canonical forms) and returns one outcome per run,
+so the same function runs in a local spawn-pool process and as a Ray task. A job of one run is
+`run_one`; a job of several (runs of one cell that differ only in their seed) is `run_stack_job`:
+the runs it can lock and has not finished train as one stack (bench/engine/stack.py).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -55,8 +58,7 @@ def run_one(cfg_dict: dict, root: str, wait: bool = False, options: dict | None 
     quiet()
     cfg = RunConfig.from_dict(cfg_dict)
     root_p = Path(root)
-    base = {"run_id": cfg.run_id, "recipe": cfg.recipe.name, "cell": cfg.tags.get("cell", f"{cfg.task}/{cfg.scale}"),
-            "seed": cfg.seed, "host": socket.gethostname(), "pid": os.getpid()}
+    base = _base(cfg)
     with run_lock(root_p, cfg.run_id, wait=wait) as held:
         if not held:
             return {**base, "status": "locked"}
@@ -82,6 +84,68 @@ def run_one(cfg_dict: dict, root: str, wait: bool = False, options: dict | None 
             base["resumed_from"] = ck["step"]
         return {**base, "status": res.status, "reason": res.reason, "wall_s": time.perf_counter() - t0,
                 "acc": res.final.get("eval/acc_greedy")}
+
+
+def run_job(cfg_dicts: list[dict], root: str, wait: bool = False, options: dict | None = None) -> list[dict]:
+    """One outcome per run of the job: alone when it is one run, else as one stack."""
+    if len(cfg_dicts) == 1:
+        return [run_one(cfg_dicts[0], root, wait, options)]
+    return run_stack_job(cfg_dicts, root, wait, options)
+
+
+def run_stack_job(cfg_dicts: list[dict], root: str, wait: bool = False, options: dict | None = None) -> list[dict]:
+    """Runs of one cell as one stack: each is locked and skipped when finished (or held) as in
+    `run_one`; the rest train together, each writing its own record. A run with a resume checkpoint
+    (a killed suite's) resumes alone, since stacks keep no checkpoints."""
+    from bench.config import RunConfig
+    from bench.engine import checkpoint, trackers
+    from bench.engine.stack import run_stack
+
+    quiet()
+    root_p = Path(root)
+    opts = options or {}
+    outcomes: dict[str, dict] = {}
+    train: list = []
+    with contextlib.ExitStack() as locks:
+        for d in cfg_dicts:
+            cfg = RunConfig.from_dict(d)
+            base = _base(cfg)
+            if not locks.enter_context(run_lock(root_p, cfg.run_id, wait=wait)):
+                outcomes[cfg.run_id] = {**base, "status": "locked"}
+                continue
+            if results.is_finished(root_p, cfg.run_id):
+                outcomes[cfg.run_id] = {**base, **_from_record(root_p, cfg.run_id), "status": "done"}
+                continue
+            if results.has_record(root_p, cfg.run_id):
+                results.quarantine(root_p, cfg.run_id)
+            remove_temp(root_p, cfg.run_id)
+            if checkpoint.info(root_p, cfg.run_id) is not None and checkpoint.resume_problem(root_p, cfg) is None:
+                outcomes[cfg.run_id] = None  # resumed alone below, once the stack is done
+                continue
+            train.append(cfg)
+        t0 = time.perf_counter()
+        if train:
+            out = run_stack(train, root_p, trainer_kw=lambda c: {
+                "callbacks": trackers.make(opts.get("report_to", "none"))})
+            wall = time.perf_counter() - t0
+            for cfg, res in zip(train, out.results):
+                base = {**_base(cfg), "wall_s": wall, "stack": len(train)}
+                if isinstance(res, BaseException):
+                    outcomes[cfg.run_id] = {**base, "status": "failed", "reason": f"{type(res).__name__}: {res}",
+                                            "acc": None}
+                else:
+                    outcomes[cfg.run_id] = {**base, "status": res.status, "reason": res.reason,
+                                            "acc": res.final.get("eval/acc_greedy")}
+    for d in cfg_dicts:  # the resumable ones, alone, after the stack released its locks
+        rid = RunConfig.from_dict(d).run_id
+        if outcomes.get(rid, ...) is None:
+            outcomes[rid] = run_one(d, root, wait, options)
+    return [outcomes[RunConfig.from_dict(d).run_id] for d in cfg_dicts]
+
+
+def _base(cfg) -> dict:
+    return {"run_id": cfg.run_id, "recipe": cfg.recipe.name, "cell": cfg.tags.get("cell", f"{cfg.task}/{cfg.scale}"),
+            "seed": cfg.seed, "host": socket.gethostname(), "pid": os.getpid()}
 
 
 def _from_record(root: Path, run_id: str) -> dict:

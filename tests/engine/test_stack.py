@@ -123,3 +123,17 @@ def test_the_server_groups_like_calls_and_waits_for_every_live_replica():
     assert out == {0: 0, 1: 10, 2: 20}
     assert sorted(ops.groups) == [[0, 1], [2]]  # two keys: two groups, each one call
     assert isinstance(Looped(), Looped)
+
+
+def test_the_runner_packs_seeds_of_one_config_into_stacks():
+    from bench.harness.runner import pack
+
+    g = [make_cfg("grpo", seed=s) for s in range(5)]
+    d = [make_cfg("dapo", seed=s) for s in range(2)]
+    cov = [make_cfg("clip_cov", seed=s) for s in range(2)]  # draws from the global generator: alone
+    other_lr = make_cfg("grpo", seed=9, **{"train.lr": 3e-4})
+    jobs = pack([g[0], d[0], g[1], cov[0], g[2], d[1], g[3], cov[1], g[4], other_lr], 2)
+    assert [[c.recipe.name + str(c.seed) for c in j] for j in jobs] == [
+        ["grpo0", "grpo1"], ["dapo0", "dapo1"], ["clip_cov0"], ["grpo2", "grpo3"], ["clip_cov1"], ["grpo4"],
+        ["grpo9"]]
+    assert pack(g, 1) == [[c] for c in g]

@@ -212,3 +212,14 @@ def test_ray_executor_gives_the_local_tables(reference, tmp_path):
     assert "(ray: 2 worker(s) × 1 thread(s)" in p.stdout
     assert_one_record_set_per_run(root)
     assert_same_tables(root, reference[0])
+
+
+# issue 27: `--stack 2` trains the two seeds of each recipe as one stack in one worker; with the
+# looped ops (the default until the stacked ones are the default) every record is the run alone's
+def test_stacked_suite_gives_the_local_tables(reference, tmp_path):
+    root = tmp_path / "results"
+    p = bench("suite", "smoke", *COMMON, "--stack", "2", "--results", str(root), cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "stacks of up to 2 runs" in p.stdout
+    assert_one_record_set_per_run(root)
+    assert_same_tables(root, reference[0])
