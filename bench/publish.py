@@ -286,7 +286,7 @@ def reproduce(report_dir: Path, n: int, only: Iterable[str] = (), cache: Path | 
             if cfg.run_id != rid:
                 outcomes[rid].differences.append(f"config: the recorded config hashes to run id {cfg.run_id} today "
                                                  f"(config hashing changed); rerun under that id")
-            jobs.append((cfg.to_dict(), str(root), False, None))
+            jobs.append(([cfg.to_dict()], str(root), False, None))  # a job of one run: as it ran alone
             by_new_id[cfg.run_id] = rid
 
         def done(res: dict) -> None:

@@ -41,7 +41,7 @@ are constants, so the intervals leave out the uncertainty in the baseline's own 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl

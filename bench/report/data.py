@@ -27,8 +27,11 @@ class Data:
 
     runs   one row per expected run: cell, recipe, seed, run_id, status (finished, diverged,
            failed or missing), steps_done, spent (fraction of the budget), reason, budget
-    evals  held-out evaluations of recorded runs: cell, recipe, seed, run_id, status, fraction,
-           flops, acc, len_mean, len_correct, len_incorrect
+    evals  held-out evaluations of recorded runs, one row per (cell, run, optimizer step): cell, recipe,
+           seed, run_id, status, step, fraction (the schedule's label: the last nominal fraction the
+           step passed), spent (the fraction of the budget actually spent at the evaluation, in the
+           budget's unit: FLOPs, steps or generated tokens), flops, acc, len_mean, len_correct,
+           len_incorrect
     steps  per run and budget bin (N_BINS per budget): cell, recipe, seed, run_id, status,
            frac, flops and the step metrics averaged over the bin (NaN-aware)
     metas  run_id -> run.json of every recorded run
@@ -100,11 +103,16 @@ def load(suite: Suite, root: Path) -> Data:
     # the format rate of sampled answers, where runs logged it (December 2026 on): the report's skill check
     skill = [pl.col("eval/format_rate").alias("format_rate")] if "eval/format_rate" in ev.collect_schema().names() else []
     evals = (ev.join(labels.lazy(), on="run_id")
-             .select("cell", "recipe", "seed", "run_id", "status", "rank", "fraction",
+             .pipe(_spent, st)
+             .select("cell", "recipe", "seed", "run_id", "status", "rank", "step", "fraction", "spent",
                      pl.col("compute/flops").alias("flops"), pl.col(suite.report.accuracy).alias("acc"),
                      pl.col("eval/len_mean").alias("len_mean"), pl.col("eval/len_correct").alias("len_correct"),
                      pl.col("eval/len_incorrect").alias("len_incorrect"), *skill)
-             .sort("cell", "rank", "seed", "fraction").collect())
+             # schedule points passed within one optimizer step share one evaluation; a step recorded
+             # twice (never seen, but a resumed run could) counts once, its last row
+             .with_columns(pl.col("step").cast(pl.Float64).fill_null(-1.0 - pl.col("fraction")).alias("_at"))
+             .unique(["cell", "run_id", "_at"], keep="last", maintain_order=True).drop("_at")
+             .sort("cell", "rank", "seed", "spent", "fraction").collect())
     present = set(st.collect_schema().names())
     keep = STEP_KEEP + [m for m in STEP_OPTIONAL if m in present]
     steps = (st.join(labels.lazy(), on="run_id")
@@ -127,6 +135,22 @@ def stale_runs(suite: Suite, root: Path, current: set[str]) -> tuple[str, ...]:
         if tags.get("suite") == suite.name and not tags.get("tuned"):
             out.append(p.parent.name)
     return tuple(out)
+
+
+def _spent(ev: pl.LazyFrame, st: pl.LazyFrame) -> pl.LazyFrame:
+    """Add `spent`: the fraction of the budget spent when each evaluation ran, from the ledger (its
+    FLOPs, its step, or the generated tokens the steps table records at that step), not the
+    schedule's label, which the step that passed it overshoots by up to one step's compute."""
+    tokens = st.select("run_id", "step", pl.col("compute/gen_tokens").alias("_gen_tokens")) \
+        if "compute/gen_tokens" in st.collect_schema().names() else None
+    if tokens is not None:
+        ev = ev.join(tokens.unique(["run_id", "step"], keep="last"), on=["run_id", "step"], how="left")
+    gen = (pl.when(pl.col("step") == 0).then(0.0).otherwise(pl.col("_gen_tokens")) if tokens is not None
+           else pl.lit(None, dtype=pl.Float64))
+    spent = (pl.when(pl.col("budget_kind") == "steps").then(pl.col("step").cast(pl.Float64))
+             .when(pl.col("budget_kind") == "tokens").then(gen)
+             .otherwise(pl.col("compute/flops")) / pl.col("budget"))
+    return ev.with_columns(spent.fill_null(pl.col("fraction")).alias("spent"))
 
 
 def _bin_steps(lf: pl.LazyFrame, keep: list[str]) -> pl.LazyFrame:

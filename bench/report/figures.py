@@ -12,13 +12,13 @@ import math
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+import seaborn as sns
+from matplotlib.ticker import NullFormatter
 
-from bench.report import stats  # noqa: E402
+from bench.report import stats
 
 BAND = ("pi", 100)  # min–max over seeds
 DPI = 100

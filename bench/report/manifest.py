@@ -133,6 +133,6 @@ def generator() -> list[tuple[str, str]]:
     from bench import results
 
     env = results.environment()
-    return [("report written", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+    return [("report written", datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")),
             ("report code commit", f"{env['git_commit'] or 'unknown'}{' (dirty)' if env['git_dirty'] else ''}"),
             ("report host", ", ".join(f"{k} {v}" for k, v in env["hardware"].items() if v not in ("", None)))]

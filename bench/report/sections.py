@@ -1,10 +1,12 @@
 """The report's sections, in order: each function returns blocks and adds its figures to `figs`.
 
-    summary (with the skill check when runs logged format rates) · leaderboard · across tasks (when
-    cells span ≥ 2 tasks) · claims (when the suite declares some) · model scale (when a task spans
-    ≥ 2 model scales) · power (with warm-start variance when a cell has several) · accuracy against compute (AUC, sigmoid fits) · length bias (lengths,
-    slopes and gaps, aggregation weights) · KL · clipping · entropy · recipes as diffs from the
-    baseline · tuning cost and tuned against default · failed, diverged and missing runs · manifest
+    summary (with the skill check when runs logged format rates) · leaderboard (with the equivalence
+    margin against the spread between recipes) · across tasks (when cells span ≥ 2 tasks) · claims
+    (when the suite declares some) · model scale (when a task spans ≥ 2 model scales) · power (with
+    warm-start variance when a cell has several) · accuracy against compute (AUC, sigmoid fits) ·
+    length bias (lengths, slopes and gaps, aggregation weights) · KL · clipping · entropy · recipes
+    as diffs from the baseline · tuning cost and tuned against default · failed, diverged and
+    missing runs · manifest
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class Context:
     curves: pl.DataFrame | None = None
     grad_ref: tuple[int, int] = (0, 0)
     across_sentences: dict = field(default_factory=dict)  # task group -> recipe -> sentence (across_tasks)
+    runs: pl.DataFrame | None = None  # tables.per_run: each finished run's metrics, evaluation count, plateau window
 
     @property
     def cells(self) -> list[str]:
@@ -76,11 +79,11 @@ def _count(runs: pl.DataFrame, status: str) -> int:
 
 
 PRIMARY_TEXT = {
-    "auc": "AUC, the mean {acc} over the budget (area under accuracy against the fraction "
-           "of compute spent)",
+    "auc": "AUC, the mean {acc} over the budget (area under accuracy against the compute each evaluation "
+           "actually spent, as a fraction of the budget, from 0 to the budget)",
     "final": "final {acc} at the end of the budget",
-    "plateau": "plateau accuracy, the mean {acc} of the evaluations at fractions ≥ {from_:g} of "
-               "the budget",
+    "plateau": "plateau accuracy, the mean {acc} of the evaluations at ≥ {from_:g} of the budget spent, and "
+               "at least the last {k} (one point would be final accuracy again)",
 }
 
 
@@ -94,7 +97,7 @@ def primary_text(ctx: Context) -> str:
         return (f"compute to {rs.threshold:g} accuracy, the fraction of the budget at which {rs.accuracy_text} "
                 "first reaches it (interpolated between evaluations; a run that never reaches it counts as 1.0, "
                 "the whole budget); lower is better")
-    return PRIMARY_TEXT[rs.primary].format(from_=rs.plateau_from, acc=rs.accuracy_text)
+    return PRIMARY_TEXT[rs.primary].format(from_=rs.plateau_from, acc=rs.accuracy_text, k=T.PLATEAU_POINTS)
 
 
 def _skill_text(ctx: Context) -> str:
@@ -168,11 +171,15 @@ def summary(ctx: Context) -> list:
             power_txt += " The undecided comparisons' own MDD: " + ", ".join(
                 f"{r['recipe']} {num(r['mdd'])} ({_seeds(r['seeds_for_margin'])} seeds for {rs.margin:g})"
                 for r in own.iter_rows(named=True)) + "."
+        spread = margin_spread(ctx, cell)
+        warn = (f" **Warning: the ±{rs.margin:g} equivalence window is at least as wide as the spread of the recipes "
+                f"not found different from {ctx.base}** ({_range(spread['field'])}), so their `equivalent` says little: "
+                "see \"Equivalence margin\"." if spread["warn"] else "")
         out.append(Para(
             f"{cell}: best {rs.primary} {best['recipe']} {ci(best['primary_mean'], best['primary_lo'], best['primary_hi'])}. "
             f"{decided} of {n_cmp} comparisons with {ctx.base} are decided: better {_names(by['better'])}; worse "
             f"{_names(by['worse'])}; equivalent within ±{rs.margin:g} {_names(by['equivalent'])}. Undecided: "
-            f"{_names(by['undecided'])}. {power_txt}"))
+            f"{_names(by['undecided'])}. {power_txt}{warn}"))
     for label, cells, g in _scale_groups(ctx):
         out.append(Para(_scale_summary(ctx, label, _scale_findings(ctx, cells, g))))
     return out
@@ -239,7 +246,11 @@ def leaderboard(ctx: Context) -> list:
                 "MDD is the difference that test would detect with 80% power at α = 0.05 given the observed spread "
                 f"of the paired differences; \"seeds for {rs.margin:g}\" the seeds that would detect a difference of "
                 f"{rs.margin:g}. Verdict: better or worse when p_Holm < 0.05 (marked `*`); equivalent when the 90% "
-                f"paired interval lies inside ±{rs.margin:g} (two one-sided tests at α = 0.05); else undecided."),
+                f"paired interval lies inside ±{rs.margin:g} (two one-sided tests at α = 0.05); else undecided. "
+                "Every table of this report that judges a recipe against the baseline (model scale, across tasks, "
+                "warm-start variance, power) takes this verdict; Holm's family is the cell's comparisons, so the same "
+                "contrast in a suite whose cell holds other recipes can get another p_Holm and, near 0.05, another "
+                "verdict (the Claims section, where there is one, names any claim whose finding differs)."),
            Para("Why paired t: an exact sign-flip or signed-rank test cannot go below p = 0.25 with 3 seeds, so it "
                 "could never decide at laptop seed counts; the t-test's false-positive rate on binomial accuracies "
                 "is checked by simulation in the tests (≤ 5% at 3 and at 10 seeds). The `+` mark of earlier reports "
@@ -255,10 +266,12 @@ def leaderboard(ctx: Context) -> list:
             "MDD": lambda r: num(r["mdd"], ".3f"), f"seeds for {rs.margin:g}": lambda r: _seeds_cell(r["seeds_for_margin"]),
             "verdict": lambda r: r["verdict"] + (" *" if r["mark"] == "*" else ""),
             "not finished": lambda r: _not_finished(r)}))
+    out += margin_section(ctx)
     out.append(Para("Secondary metrics (not marked): final accuracy (mean and IQM, which with fewer than 4 seeds trims "
                     "nothing and equals the mean), AUC and plateau accuracy, each with a 95% bootstrap interval over "
-                    f"seeds, and P(>{ctx.base}), the share of seed pairs in which the recipe beat the baseline "
-                    "(ties ½), with a bootstrap interval; descriptive only."))
+                    f"seeds. {_plateau_text(ctx)} P(>{ctx.base}): the share of seeds (those both finished) on which the "
+                    f"recipe's {rs.primary} beat {ctx.base}'s on the same seed (ties ½), with its 95% Wilson score "
+                    "interval over those seeds (each seed one win, tie or loss); descriptive only."))
     for cell in ctx.cells:
         out.append(Heading(3, f"{cell}: secondary metrics"))
         out.append(table(board.filter(pl.col("cell") == cell), {
@@ -272,6 +285,87 @@ def leaderboard(ctx: Context) -> list:
                           f"Paired difference from {ctx.base} on {rs.primary}: mean over seeds (dot) with its 95% "
                           f"paired t interval; shaded ±{rs.margin:g} (the equivalence margin), dotted ±the cell's "
                           "median MDD; `*` where Holm-adjusted p < 0.05."))
+    return out
+
+
+def _plateau_text(ctx: Context) -> str:
+    """How plateau was taken, with the window the runs actually used."""
+    rs, runs = ctx.suite.report, ctx.runs
+    starts = runs["plateau_start"].drop_nulls().drop_nans() if runs is not None and runs.height else None
+    text = (f"Plateau: the mean accuracy of the evaluations at ≥ {rs.plateau_from:g} of the budget spent, and at "
+            f"least the last {T.PLATEAU_POINTS} evaluations (where only the final evaluation lies past {rs.plateau_from:g}, "
+            "as with log-spaced schedules, a one-point plateau would be final accuracy again)")
+    if starts is None or not starts.len():
+        return text + "."
+    lo, hi = float(starts.min()), float(starts.max())
+    where = f"{lo:.2f}" if round(lo, 2) == round(hi, 2) else f"{lo:.2f}–{hi:.2f}"
+    return text + f"; in these runs the window starts at {where} of the budget."
+
+
+def _range(r: tuple[float, float]) -> str:
+    return f"{num(r[0])}–{num(r[1])}, a spread of {num(r[1] - r[0])}"
+
+
+def margin_spread(ctx: Context, cell: str) -> dict:
+    """The equivalence margin against the observed spread of a cell's recipes (primary means):
+    all: (min, max) over every recipe; field: over the baseline and the recipes not found different
+    from it (equivalent or undecided), the ones the margin has to tell apart; n_field: their number;
+    within: the other recipes whose mean lies within ±margin of the baseline's; tested: some comparison
+    has 2 paired seeds (with fewer, nothing can be called equivalent or different); warn: the field has
+    ≥ 3 recipes and the ±margin window (2 × margin wide) is at least its spread, so that with enough
+    seeds every one of them would be called equivalent whatever their order (only when tested)."""
+    rs = ctx.suite.report
+    b = ctx.tables["leaderboard"].filter((pl.col("cell") == cell) & pl.col("primary_mean").is_not_null())
+    means = dict(zip(b["recipe"].to_list(), b["primary_mean"].to_list()))
+    verdict = dict(zip(b["recipe"].to_list(), b["verdict"].to_list()))
+    field = [means[r] for r in means if verdict[r] in ("baseline", "equivalent", "undecided")]
+    ref = means.get(ctx.base)
+    within = [r for r in means if r != ctx.base and ref is not None and abs(means[r] - ref) < rs.margin]
+    tested = any(v is not None and v >= 2 for r, v in zip(b["recipe"], b["pairs"]) if r != ctx.base)
+    return {"n": len(means), "all": (min(means.values()), max(means.values())) if means else (math.nan, math.nan),
+            "n_field": len(field), "field": (min(field), max(field)) if field else (math.nan, math.nan),
+            "within": within, "base": ref, "tested": tested,
+            "warn": tested and len(field) >= 3 and 2 * rs.margin >= max(field) - min(field)}
+
+
+def margin_section(ctx: Context) -> list:
+    """The equivalence margin shown against the spread between recipes, per cell, with a warning
+    where the margin is too wide to separate the field (issue 24)."""
+    rs = ctx.suite.report
+    ev = finished(ctx.data.evals)
+    out = [Heading(3, "Equivalence margin"),
+           Para(f"The margin, ±{rs.margin:g} in {rs.primary} (`[report] margin` in the suite file, whose comment gives "
+                "the reason for the value), is the smallest difference the comparisons treat as real. It is shown "
+                "against the spread of the recipes' means: when the ±margin window (twice the margin wide) is at "
+                "least the spread of the recipes a cell does not find different from the baseline, every one of them "
+                "would be called equivalent with enough seeds whatever their order, and the report warns.")]
+    for cell in ctx.cells:
+        m = margin_spread(ctx, cell)
+        if not m["n"]:
+            continue
+        text = f"{cell}: margin ±{rs.margin:g}"
+        start = ev.filter((pl.col("cell") == cell) & (pl.col("fraction") == 0))["acc"].mean()
+        if rs.threshold is None and m["base"] is not None and start is not None and m["base"] - start > 0:
+            share = rs.margin / (m["base"] - start)
+            text += (f", {share:.0%}" if share < 1 else f", {share:.1f}×") + (
+                f" of {ctx.base}'s gain in {rs.primary} over the warm start ({num(start)} at the warm start, "
+                f"{num(m['base'])} for {ctx.base})")
+        text += f". The {m['n']} recipes' means span {_range(m['all'])}; "
+        if not m["tested"]:
+            text += f"no comparison with {ctx.base} has 2 paired seeds, so none can be decided; "
+        elif m["n_field"] > 1:
+            text += (f"the {m['n_field']} not found different from {ctx.base} ({ctx.base} among them) span "
+                     f"{_range(m['field'])}; ")
+        elif m["n"] > 1:
+            text += f"every other recipe is found different from {ctx.base}; "
+        text += (f"{len(m['within'])} of the other {m['n'] - 1} lie{'s' if m['n'] == 2 else ''} within ±{rs.margin:g} "
+                 f"of {ctx.base}'s mean.")
+        if m["warn"]:
+            text += (f" **Warning**: the ±{rs.margin:g} window is {2 * rs.margin:g} wide, at least the spread of the "
+                     f"recipes not found different ({num(m['field'][1] - m['field'][0])}): for them `equivalent` says "
+                     "little more than that the field is narrow; read it as \"no difference of the margin's size\", not "
+                     "as evidence that the recipes are alike.")
+        out.append(Para(text))
     return out
 
 
@@ -569,36 +663,59 @@ def accuracy(ctx: Context) -> list:
     out = [Heading(2, "Accuracy against compute"),
            ctx.figure("accuracy.png", F.accuracy_vs_compute(finished(ctx.data.evals), fits, ctx.cells, ctx.budgets,
                                                             ctx.colors, ctx.xlabels, ctx.suite.report.accuracy_text),
-                      f"{_cap(ctx.suite.report.accuracy_text)} at each evaluation point (fractions of the budget): mean over seeds, "
-                      "band from the lowest to the highest seed; dashed: the sigmoid fit where it is identifiable."),
+                      f"{_cap(ctx.suite.report.accuracy_text)} at each evaluation of the schedule, drawn at its nominal "
+                      "fraction of the budget (the compute actually spent is up to one optimizer step more): mean over "
+                      "seeds, band from the lowest to the highest seed; dashed: the sigmoid fit where it is identified."),
            Heading(3, "Sigmoid fit (ScaleRL)"),
            Para("ScaleRL (arXiv 2510.13786) fits R_C = R0 + (A − R0) / (1 + (C_mid / C)^B) to accuracy R against "
                 "compute C: A is the asymptote, B the efficiency, C_mid the compute at half the gain. R0 is fixed at "
                 "the mean accuracy at C = 0; A, B and C_mid are fitted by least squares to the pooled evaluations "
-                "of the finished seeds (C > 0), with 95% intervals from the fit's covariance. A fit is reported as "
-                "not identifiable when it fails, a parameter sits on its bound, C_mid lies outside the observed "
-                "compute, or an interval is too wide (A wider than 0.5, C_mid wider than 2 decades, B spanning "
-                "more than 20× or 0); its values are then shown in the CSV but not here."),
+                "of the finished seeds (C > 0, the FLOPs each evaluation actually spent), with 95% intervals from "
+                "the fit's covariance. A fit is reported as not identifiable when it fails, a parameter sits on its "
+                "bound, C_mid lies outside the observed compute, A's interval contains R0, A's upper bound lies more "
+                f"than {stats.A_SLACK:g} above the highest accuracy observed (R_max: a ceiling the points did not "
+                "reach is extrapolated, not measured), or an interval is too wide (A wider than 0.5, C_mid wider than "
+                "2 decades, B spanning more than 20× or 0); its values are then shown in the CSV but not here."),
            Para(_eval_points_text(ctx))]
     for cell in ctx.cells:
         out.append(Heading(3, f"{cell}: sigmoid fits"))
         out.append(table(fits.filter(pl.col("cell") == cell), {
             "recipe": lambda r: r["recipe"], "points": lambda r: str(r["n_points"]), "R0": lambda r: num(r["R0"]),
+            "R_max": lambda r: num(r["R_max"]),
             "A [95% CI]": lambda r: ci(r["A"], r["A_lo"], r["A_hi"]) if r["identifiable"] else "-",
             "B [95% CI]": lambda r: ci(r["B"], r["B_lo"], r["B_hi"], ".2f") if r["identifiable"] else "-",
             "C_mid [95% CI]": lambda r: ci(r["C_mid"], r["C_mid_lo"], r["C_mid_hi"], ".2e") if r["identifiable"] else "-",
-            "fit": lambda r: "identified" if r["identifiable"] else f"not identifiable: {r['reason']}"}))
+            "fit": lambda r: "identified" if r["identifiable"] else f"not identified: {r['reason']}"}))
     return out
 
 
 def _eval_points_text(ctx: Context) -> str:
-    ev = finished(ctx.data.evals).filter(pl.col("fraction") > 0)
-    n = ev["fraction"].n_unique()
+    """The evaluations each run actually has (schedule points one step passes together merge) and how
+    far the last one lands past the budget."""
     e = ctx.suite.eval
     sched = (f"eval.spacing = \"log\" from {e.first:g}, {e.points} points" if e.spacing == "log"
              else f"eval.every = {e.every:g}")
-    text = (f"The evaluations sit at {n} compute point{'s' if n != 1 else ''} above zero (the suite's {sched}); "
-            "three free parameters identify a curve only when points sit on both sides of its bend.")
+    named = len(e.fractions)
+    runs = ctx.runs if ctx.runs is not None else T.per_run(ctx.suite, ctx.data)
+    parts = []
+    for cell in ctx.cells:
+        n = runs.filter(pl.col("cell") == cell)["evals"]
+        if not n.len():
+            continue
+        lo, hi, med = int(n.min()), int(n.max()), float(n.median())
+        parts.append(f"{cell} {lo}" + (f"–{hi} (median {med:g})" if lo != hi else ""))
+    text = (f"The schedule names {named} evaluation points, 0 included (the suite's {sched}), but an evaluation runs "
+            "after an optimizer step, and schedule points that one step passes together share one evaluation. "
+            "Distinct evaluation steps per run, the warm start's at step 0 included: " + "; ".join(parts) + ". "
+            "AUC, plateau and these fits place each evaluation at the compute it actually spent (the ledger's, as a "
+            "fraction of the budget), not at its schedule point")
+    ev = finished(ctx.data.evals)
+    if ev.height:
+        over = float(ev.group_by("cell", "run_id").agg(pl.col("spent").max())["spent"].max()) - 1
+        if over > 1e-9:
+            text += (f"; the last evaluation follows the step that crosses the budget, up to {over:.0%} past it, and "
+                     "AUC interpolates the curve at the budget")
+    text += ". Three free parameters identify a curve only when points sit on both sides of its bend."
     if e.spacing == "linear":
         text += (" A curve that rises before the first evaluation leaves the bend unseen: `eval.spacing = \"log\"` "
                  "places the points densely early (e.g. 0.01, 0.02, 0.04, … 1).")
@@ -648,8 +765,13 @@ def length(ctx: Context) -> list:
         modes.group_by("aggregation", maintain_order=True).agg(pl.col("recipe").unique(maintain_order=True),
                                                                pl.col("weight")),
         {"aggregation": lambda r: r["aggregation"], "recipes": lambda r: ", ".join(r["recipe"]),
-         **{f"L={L}": (lambda i: lambda r: num(r["weight"][i], ".3g"))(i) for i, L in enumerate(show)}}))
+         **{f"L={L}": _weight_at(i) for i, L in enumerate(show)}}))
     return out
+
+
+def _weight_at(i: int):
+    """The aggregation table's cell for the i-th length shown."""
+    return lambda r: num(r["weight"][i], ".3g")
 
 
 def kl(ctx: Context) -> list:
@@ -676,7 +798,8 @@ def clipping(ctx: Context) -> list:
         else:  # regimes: on-policy in some cells only
             who = "; ".join(f"in {c}, {', '.join(r)}" for c, r in by_cell.items()) + ": these make"
         out.append(Para(f"Zero by construction: {who} one optimizer update per rollout batch on fresh "
-                        "rollouts (lag 0), so the ratio π/π_old is exactly 1 at the update and no clip can bind (ALGORITHMS.md, convention 8). "
+                        "rollouts (lag 0), so the ratio π/π_old is exactly 1 at the update and no clip can bind "
+                        "(ALGORITHMS.md, convention 8). "
                         "Their clip fractions below are 0 because of this, not because the clip range is wide enough."))
     out.append(table(clip, {
         "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "objective": lambda r: r["objective"],
@@ -829,6 +952,7 @@ def build_tables(ctx: Context) -> None:
     """Compute every table once (each becomes a CSV), and the curves the figures share."""
     s, d = ctx.suite, ctx.data
     ctx.tables["runs"] = T.runs_table(d)
+    ctx.runs = T.per_run(s, d)
     ctx.tables["leaderboard"] = T.leaderboard(s, d)
     ctx.tables["power"] = T.power(s, d)
     ctx.tables["sigmoid_fits"] = T.sigmoid_fits(s, d)
@@ -848,7 +972,7 @@ def build_tables(ctx: Context) -> None:
     wsv = T.warmstart_variance(s, d)
     if wsv is not None:
         ctx.tables["warmstart_variance"] = wsv
-    claims = T.claims(s, d)
+    claims = T.claims(s, d, ctx.tables["leaderboard"])
     if claims is not None:
         ctx.tables["claims"] = claims
     scale_table = T.scales(s, d, ctx.tables["leaderboard"])
@@ -885,10 +1009,40 @@ def claims(ctx: Context) -> list:
                "a / b": lambda r: f"{num(r['mean_a'], '.4g')} / {num(r['mean_b'], '.4g')}",
                "Δ [95% CI]": lambda r: ci(r["diff"], r["diff_lo"], r["diff_hi"], ".3g"),
                "p_Holm": lambda r: num(r["p_holm"], ".2g"), "n": lambda r: str(r["n"]),
+               "finding / leaderboard": lambda r: f"{r['finding']} / {r['leaderboard'] or '-'}",
                "verdict": lambda r: r["verdict"]}),
+           Para(_claims_vs_leaderboard(ctx, table_)),
            Para("Sources: " + "; ".join(f"{r['claim']}: {r['paper']}" for r in table_.iter_rows(named=True)) + ".")]
     return out
 
 
-SECTIONS = (summary, leaderboard, across_tasks, claims, model_scale, power, accuracy, length, kl, clipping, entropy, group_weights, recipes, tuning, problems,
-            manifest)
+def _claims_vs_leaderboard(ctx: Context, claims: pl.DataFrame) -> str:
+    """Where a claim's contrast is also a leaderboard comparison, whether the two agree, and why not."""
+    rs, base = ctx.suite.report, ctx.base
+    text = ("Finding: what the contrast shows by the leaderboard's rule (greater / less when p_Holm < 0.05, else "
+            "equivalent when the 90% interval lies inside ±margin, else undecided); the verdict reads it against "
+            "what the claim expects (a claimed difference shown equivalent is contradicted). Leaderboard: the "
+            f"leaderboard's verdict on the same contrast, for a claim that compares a recipe with {base} in one cell "
+            f"on {rs.primary} (else -).")
+    shared = claims.filter(pl.col("leaderboard").is_not_null())
+    if not shared.height:
+        return text
+    board = ctx.tables["leaderboard"]
+    agree = shared.filter(pl.col("finding") == pl.col("leaderboard"))["claim"].to_list()
+    text += (f" Both use the same paired t-test and TOST; Holm's family differs (the {claims.height} claims here, the "
+             f"cell's comparisons with {base} there). The finding agrees with the leaderboard for {len(agree)} of "
+             f"{shared.height} ({_names(agree)})")
+    differ = []
+    for r in shared.filter(pl.col("finding") != pl.col("leaderboard")).iter_rows(named=True):
+        (ra, cell), (rb, _) = (x.split("@", 1) for x in (r["a"], r["b"]))
+        other = ra if rb == base else rb
+        row = board.filter((pl.col("cell") == cell) & (pl.col("recipe") == other)).row(0, named=True)
+        why = (f"the claim's own margin ±{r['margin']:g} against the report's ±{rs.margin:g}"
+               if r["margin"] != rs.margin else "Holm's family")
+        differ.append(f"{r['claim']} is {r['finding']} here (p_Holm {num(r['p_holm'], '.2g')}) and {r['leaderboard']} "
+                      f"there (p_Holm {num(row['p_holm'], '.2g')}): {why}")
+    return text + (f"; it differs for {len(differ)}: " + "; ".join(differ) + "." if differ else ".")
+
+
+SECTIONS = (summary, leaderboard, across_tasks, claims, model_scale, power, accuracy, length, kl, clipping, entropy,
+            group_weights, recipes, tuning, problems, manifest)

@@ -7,6 +7,8 @@ depends only on its inputs and the seed, never on what was computed before it.
     bootstrap_ci                 95% percentile interval of any statistic over seeds
     prob_improvement             P(X > Y) + ½ P(X = Y) = U / (n_x n_y), Mann–Whitney U of X over Y
     prob_improvement_ci          its stratified bootstrap interval (X and Y resampled separately)
+    paired_prob_improvement      the share of seeds on which X beat Y (ties ½): paired by seed
+    wilson_ci                    Wilson score interval of a share (its interval over seeds)
     mann_whitney_p               two-sided Mann–Whitney p-value (exact for small samples, no ties)
     paired_t                     paired comparison by seed: mean difference, t interval, two-sided p
     welch_t                      two independent samples: difference of means, Welch interval and p
@@ -14,6 +16,7 @@ depends only on its inputs and the seed, never on what was computed before it.
     paired_mdd, seeds_needed     minimum detectable difference at a power, and seeds for a given one
     equivalent                   TOST: the (1 − 2α) interval of the difference inside ±margin
     curve_auc                    normalised area under an accuracy–compute curve
+    curve_mean_to                its mean height from the first point to a given x (interpolated there)
     linear_slope                 least-squares slope
     fit_sigmoid                  ScaleRL's saturating fit R_C = R0 + (A − R0) / (1 + (C_mid / C)^B)
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -90,6 +93,47 @@ def prob_improvement_ci(x, y, n_boot: int = N_BOOT, seed: int = SEED, level: flo
     boots = np.array([prob_improvement(a[i], b[j]) for i, j in zip(ia, ib)])
     q = (1 - level) / 2
     return float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q))
+
+
+def paired_prob_improvement(x, y) -> float:
+    """The share of pairs (x_i, y_i) with x_i > y_i, ties counting ½: how often x beat y on the same
+    seed. x and y are equal-length arrays, element i of each from seed i (see `paired`); pairs with
+    a non-finite value are left out; nan without a pair.
+
+    Not prob_improvement: that one pits every run of x against every run of y (Mann–Whitney), which
+    for seeds paired by construction answers a different question and is pulled towards ½ by the
+    seed-to-seed spread that pairing removes (10 wins in 10 seeds can read as 0.6 unpaired)."""
+    xa, ya = finite_pairs(x, y)
+    if not xa.size:
+        return math.nan
+    d = xa - ya
+    return float(((d > 0).sum() + 0.5 * (d == 0).sum()) / d.size)
+
+
+def wilson_ci(wins: float, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson score interval of a share wins / n (wins may end in ½: ties); (nan, nan) when n = 0.
+
+    Chosen over a bootstrap for shares of a few seeds: a bootstrap of 10 wins in 10 seeds is the
+    single point (1, 1), while Wilson's (0.72, 1) says what 10 seeds can and cannot rule out."""
+    from scipy.stats import norm
+
+    if n <= 0:
+        return math.nan, math.nan
+    z = float(norm.ppf(1 - (1 - level) / 2))
+    p = wins / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z / den * math.sqrt(max(0.0, p * (1 - p) / n + z * z / (4 * n * n)))
+    lo, hi = max(0.0, centre - half), min(1.0, centre + half)
+    return (0.0 if wins <= 0 else lo), (1.0 if wins >= n else hi)  # exact at the ends, where rounding strays
+
+
+def paired_prob_improvement_ci(x, y, level: float = LEVEL) -> tuple[float, float]:
+    """The Wilson score interval (`wilson_ci`) of paired_prob_improvement over the n finite pairs:
+    each seed is one trial that x wins (1), ties (½) or loses (0)."""
+    xa, ya = finite_pairs(x, y)
+    d = xa - ya
+    return wilson_ci(float((d > 0).sum() + 0.5 * (d == 0).sum()), int(d.size), level)
 
 
 def mann_whitney_p(x, y) -> float:
@@ -303,6 +347,20 @@ def curve_auc(x, y) -> float:
     return float(np.sum((xa[1:] - xa[:-1]) * (ya[1:] + ya[:-1]) / 2) / (xa[-1] - xa[0]))
 
 
+def curve_mean_to(x, y, end: float) -> float:
+    """The mean height of the piecewise-linear curve y(x) from its first point to `end`: the trapezoid
+    area up to `end` (y interpolated there when the last point lies beyond it) divided by
+    end − x_first. nan under 2 points, or when the points stop short of `end` (beyond rounding, 1e-9
+    relative): a curve is not extrapolated."""
+    xa, ya = finite_pairs(x, y)
+    order = np.argsort(xa, kind="stable")
+    xa, ya = xa[order], ya[order]
+    if xa.size < 2 or xa[-1] < end - 1e-9 * max(1.0, abs(end)) or not end > xa[0]:
+        return math.nan
+    keep = xa < end
+    return curve_auc(np.append(xa[keep], end), np.append(ya[keep], np.interp(end, xa, ya)))
+
+
 def linear_slope(x, y) -> float:
     """Least-squares slope of y on x over the finite pairs (nan under 2 distinct x)."""
     xa, ya = finite_pairs(x, y)
@@ -321,7 +379,9 @@ class SigmoidFit:
 
     identifiable is False (and `reason` says why) when the data do not pin the curve down: the fit
     failed, a parameter sits on its bound, the midpoint lies outside the observed compute, the
-    asymptote's interval contains R0 (no gain), or an interval is too wide to mean anything. The parameter values are then reported but not trusted.
+    asymptote's interval contains R0 (no gain) or reaches more than A_SLACK above the highest
+    accuracy observed (R_max: the curve's ceiling is extrapolated, not seen), or an interval is too
+    wide to mean anything. The parameter values are then reported but not trusted.
     """
 
     A: float
@@ -334,6 +394,7 @@ class SigmoidFit:
     identifiable: bool
     reason: str
     n_points: int
+    R_max: float = math.nan  # the highest accuracy among the fitted points
 
 
 B_BOUNDS = (0.05, 20.0)
@@ -341,6 +402,11 @@ LOG_MID_MARGIN = 3.0  # ln C_mid may range e^3 ≈ 20× beyond the observed comp
 MAX_A_CI = 0.5  # an asymptote interval wider than this (accuracy units) is not identified
 MAX_MID_CI_DECADES = 2.0  # nor a midpoint interval wider than this many decades of compute
 MAX_B_CI_RATIO = 20.0
+# An asymptote is identified only if its 95% upper bound lies within this much (accuracy units) of the
+# highest accuracy any evaluation of the fit observed: 0.10 is about three binomial standard errors of
+# one 200-problem evaluation at 50% accuracy (0.035 each), so a ceiling this far above every point is
+# not something the points saw (ppo on math-small: A = 0.88 [0.66, 1.10] against a maximum of 0.61).
+A_SLACK = 0.10
 
 
 def sigmoid(C, A: float, B: float, C_mid: float, R0: float) -> np.ndarray:
@@ -361,8 +427,10 @@ def fit_sigmoid(C, R, R0: float) -> SigmoidFit:
     C, R = C[ok], R[ok]
     nan2 = (math.nan, math.nan)
 
+    r_max = float(R.max()) if R.size else math.nan
+
     def fail(reason: str, A=math.nan, B=math.nan, mid=math.nan) -> SigmoidFit:
-        return SigmoidFit(A, B, mid, R0, nan2, nan2, nan2, False, reason, int(C.size))
+        return SigmoidFit(A, B, mid, R0, nan2, nan2, nan2, False, reason, int(C.size), r_max)
 
     if not math.isfinite(R0):
         return fail("no accuracy at compute 0 (R0)")
@@ -404,10 +472,13 @@ def fit_sigmoid(C, R, R0: float) -> SigmoidFit:
         reason = "covariance not finite or degenerate (a flat curve leaves B and C_mid free)"
     if not reason and A_ci[0] <= R0 <= A_ci[1]:
         reason = "asymptote indistinguishable from R0 (no gain to fit)"
+    if not reason and A_ci[1] > r_max + A_SLACK:
+        reason = (f"asymptote's upper bound {A_ci[1]:.3g} above the observed maximum {r_max:.3g} + {A_SLACK:g}"
+                  " (a ceiling the points did not reach)")
     if not reason and A_ci[1] - A_ci[0] > MAX_A_CI:
         reason = f"asymptote interval wider than {MAX_A_CI}"
     if not reason and 2 * z * se[2] / math.log(10) > MAX_MID_CI_DECADES:
         reason = f"midpoint interval wider than {MAX_MID_CI_DECADES:g} decades"
     if not reason and (B_ci[0] <= 0 or B_ci[1] / B_ci[0] > MAX_B_CI_RATIO):
         reason = "efficiency interval includes 0 or spans more than 20×"
-    return SigmoidFit(A, B, mid, R0, A_ci, B_ci, mid_ci, not reason, reason, int(C.size))
+    return SigmoidFit(A, B, mid, R0, A_ci, B_ci, mid_ci, not reason, reason, int(C.size), r_max)

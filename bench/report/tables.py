@@ -173,43 +173,63 @@ def across_tasks(suite: Suite, data: Data, board: pl.DataFrame) -> tuple[pl.Data
 
 
 METRICS = ("final", "auc", "plateau")  # per-run accuracy metrics; the primary may add compute_to
+PLATEAU_POINTS = 2  # plateau: at least this many evaluations, so that it is never final under another name
 
 
 def compute_to(fraction, acc, level: float) -> float:
     """The fraction of the budget at which accuracy first reaches `level`, linearly interpolated
-    between evaluation points; 1.0 (the whole budget, censored) when it never does."""
+    between evaluation points; 1.0 (the whole budget, censored) when it never does within it."""
     for i in range(len(acc)):
         if acc[i] >= level:
             if i == 0 or acc[i] == acc[i - 1]:
-                return float(fraction[i])
+                return min(1.0, float(fraction[i]))
             t = (level - acc[i - 1]) / (acc[i] - acc[i - 1])
-            return float(fraction[i - 1] + t * (fraction[i] - fraction[i - 1]))
+            return min(1.0, float(fraction[i - 1] + t * (fraction[i] - fraction[i - 1])))
     return 1.0
 
 
-def per_run(suite: Suite, data: Data) -> pl.DataFrame:
-    """One row per finished run: its accuracy metrics over the held-out evaluations.
+def plateau(spent, acc, start: float) -> tuple[float, float]:
+    """(plateau accuracy, where its window starts): the mean accuracy of the evaluations at spent
+    fractions >= start, or of the last PLATEAU_POINTS evaluations when fewer lie there (log-spaced
+    schedules put only the final evaluation past 0.75, and a mean of one point is `final`).
+    spent, acc: one run's evaluations in order of compute."""
+    spent, acc = np.asarray(spent, dtype=np.float64), np.asarray(acc, dtype=np.float64)
+    if not spent.size:
+        return math.nan, math.nan
+    first = min(int(np.searchsorted(spent, start - 1e-12)), max(0, spent.size - PLATEAU_POINTS))
+    return stats.mean(acc[first:]), float(spent[first])
 
-    final: accuracy at the end of the budget. auc: trapezoid area under accuracy against the
-    fraction of the budget, divided by the range: the run's mean accuracy over training, higher for
-    earlier gains. plateau: mean accuracy of the evaluations at fractions >= [report] plateau_from.
-    primary: the suite's primary metric (one of those, or compute_to:X).
+
+def per_run(suite: Suite, data: Data) -> pl.DataFrame:
+    """One row per finished run: its accuracy metrics over the held-out evaluations, against the
+    compute each evaluation actually spent (`spent`, the ledger's fraction of the budget), one point
+    per optimizer step.
+
+    final: accuracy at the end of the budget. auc: the mean accuracy over the budget: the trapezoid
+    area under accuracy against the spent fraction from 0 to 1 (the last evaluation, which the
+    final step carries past the budget, interpolated at 1), higher for earlier gains. plateau: the
+    mean accuracy of the evaluations at spent fractions >= [report] plateau_from, at least the last
+    PLATEAU_POINTS of them (`plateau`); plateau_start: where that window begins. evals: the run's
+    distinct evaluation steps (the warm start's at step 0 included). primary: the suite's primary
+    metric (one of those, or compute_to:X).
     """
     rs = suite.report
     rows = []
     for (cell, rank, recipe, seed, rid), g in finished(data.evals).group_by(
             "cell", "rank", "recipe", "seed", "run_id", maintain_order=True):
-        g = g.sort("fraction")
-        frac, acc = g["fraction"].to_numpy(), g["acc"].to_numpy()
-        row = {"cell": cell, "rank": rank, "recipe": recipe, "seed": seed, "run_id": rid,
-               "final": float(acc[-1]), "auc": stats.curve_auc(frac, acc),
-               "plateau": stats.mean(acc[frac >= rs.plateau_from - 1e-12])}
+        g = g.sort("spent")
+        frac, acc = g["spent"].to_numpy(), g["acc"].to_numpy()
+        level, start = plateau(frac, acc, rs.plateau_from)
+        row = {"cell": cell, "rank": rank, "recipe": recipe, "seed": seed, "run_id": rid, "evals": g.height,
+               "final": float(acc[-1]), "auc": stats.curve_mean_to(frac, acc, 1.0), "plateau": level,
+               "plateau_start": start}
         row["primary"] = (compute_to(frac, acc, rs.threshold) if rs.threshold is not None
                           else row[rs.primary])
         rows.append(row)
     return pl.DataFrame(rows, schema={"cell": pl.String, "rank": pl.Int64, "recipe": pl.String, "seed": pl.Int64,
-                                      "run_id": pl.String, "final": pl.Float64, "auc": pl.Float64,
-                                      "plateau": pl.Float64, "primary": pl.Float64})
+                                      "run_id": pl.String, "evals": pl.Int64, "final": pl.Float64,
+                                      "auc": pl.Float64, "plateau": pl.Float64, "plateau_start": pl.Float64,
+                                      "primary": pl.Float64})
 
 
 def _by_seed(runs: pl.DataFrame, cell: str, recipe: str, col: str) -> dict[int, float]:
@@ -221,7 +241,9 @@ def leaderboard(suite: Suite, data: Data) -> pl.DataFrame:
     """Per cell and recipe: the primary metric with its bootstrap interval over seeds, its paired
     comparison with the baseline, the power of that comparison, and the secondary metrics.
 
-    Paired by seed (seed s gives every recipe the same prompts and sampling seeds): diff is the
+    Paired by seed (seed s gives every recipe the same prompts and sampling seeds): p_improve is
+    the share of shared seeds on which the recipe's primary metric beat the baseline's (ties ½) with
+    its 95% Wilson score interval over those seeds; diff is the
     mean over shared seeds of recipe − baseline with its 95% paired t interval; p the two-sided
     paired t-test, p_holm its Holm adjustment over the cell's comparisons with the baseline;
     mdd the smallest difference that test detects with 80% power at α = 0.05 given the observed
@@ -261,8 +283,8 @@ def leaderboard(suite: Suite, data: Data) -> pl.DataFrame:
                 row.update(pairs=t.n, diff=t.diff, diff_lo=t.lo, diff_hi=t.hi, sd_diff=t.sd, p=t.p,
                            mdd=stats.paired_mdd(t.sd, t.n), seeds_for_margin=stats.seeds_needed(rs.margin, t.sd),
                            equivalent=stats.equivalent(x, y, rs.margin))
-                row["p_improve"] = stats.prob_improvement(x, y)
-                row["p_improve_lo"], row["p_improve_hi"] = stats.prob_improvement_ci(x, y)
+                row["p_improve"] = stats.paired_prob_improvement(x, y)
+                row["p_improve_lo"], row["p_improve_hi"] = stats.paired_prob_improvement_ci(x, y)
             cell_rows.append(row)
         pvals = [row["p"] for row in cell_rows]
         for row, ph, found in zip(cell_rows, stats.holm(pvals), stats.decide(pvals)):
@@ -334,7 +356,9 @@ def power(suite: Suite, data: Data) -> pl.DataFrame:
 def sigmoid_fits(suite: Suite, data: Data) -> pl.DataFrame:
     """ScaleRL's fit per cell and recipe over the pooled evaluations of its finished seeds.
 
-    R0 is the mean accuracy at compute 0 (the warm start); the fit uses the points with C > 0.
+    R0 is the mean accuracy at compute 0 (the warm start); the fit uses the points with C > 0, and
+    R_max is the highest of them (an asymptote whose upper bound exceeds R_max + stats.A_SLACK is
+    not identified).
     """
     ev = finished(data.evals)
     rows = []
@@ -347,7 +371,7 @@ def sigmoid_fits(suite: Suite, data: Data) -> pl.DataFrame:
             # a fit that is not identifiable is ill-conditioned: its intervals mean nothing and its
             # values' 4th digit moves between numpy/scipy builds (seen), so 3 digits and no intervals
             digits = 4 if fit.identifiable else 3
-            row = {"cell": cell, "recipe": recipe, "n_points": fit.n_points, "R0": fit.R0}
+            row = {"cell": cell, "recipe": recipe, "n_points": fit.n_points, "R0": fit.R0, "R_max": fit.R_max}
             for name, value, (lo, hi) in (("A", fit.A, fit.A_ci), ("B", fit.B, fit.B_ci), ("C_mid", fit.C_mid, fit.C_mid_ci)):
                 if not fit.identifiable:
                     lo = hi = math.nan
@@ -355,7 +379,8 @@ def sigmoid_fits(suite: Suite, data: Data) -> pl.DataFrame:
                         f"{name}_hi": _round_sig(hi, digits)}
             rows.append({**row, "identifiable": fit.identifiable, "reason": fit.reason})
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "n_points": pl.Int64, **{
-        k: pl.Float64 for k in ("R0", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo", "C_mid_hi")},
+        k: pl.Float64 for k in ("R0", "R_max", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo",
+                                "C_mid_hi")},
         "identifiable": pl.Boolean, "reason": pl.String})
 
 
@@ -370,13 +395,13 @@ def _round_sig(x: float, digits: int = 4) -> float:
 
 def length_bias(suite: Suite, data: Data) -> pl.DataFrame:
     """Per cell, recipe and answer kind (correct / incorrect): the slope of held-out mean length
-    against the fraction of the budget (tokens per whole budget, least squares over a run's eval
-    points), and the incorrect − correct gap averaged over those points; means over finished seeds
-    with 95% bootstrap intervals."""
+    against the fraction of the budget spent (tokens per whole budget, least squares over a run's
+    eval points), and the incorrect − correct gap averaged over those points; means over finished
+    seeds with 95% bootstrap intervals."""
     ev = finished(data.evals)
     per = []
     for (cell, recipe, seed), g in ev.group_by("cell", "recipe", "seed", maintain_order=True):
-        x = g["fraction"].to_numpy()
+        x = g["spent"].to_numpy()
         c, w = g["len_correct"].to_numpy(), g["len_incorrect"].to_numpy()
         per.append({"cell": cell, "recipe": recipe, "seed": seed, "slope_correct": stats.linear_slope(x, c),
                     "slope_incorrect": stats.linear_slope(x, w), "gap": stats.mean(w - c)})
@@ -540,13 +565,7 @@ def auc_to(flops, acc, x: float) -> float:
     """Mean held-out accuracy over the first x FLOPs: the trapezoid area under accuracy against
     compute from 0 to x (interpolated at x) divided by x; nan when the run's evaluations stop before x.
     Unlike auc (over each run's own budget) it compares runs whose budgets differ at equal compute."""
-    f, a = stats.finite_pairs(flops, acc)
-    order = np.argsort(f, kind="stable")
-    f, a = f[order], a[order]
-    if f.size < 2 or f[-1] < x * (1 - 1e-9):  # a run's last evaluation lands within rounding of its budget
-        return math.nan
-    keep = f < x
-    return stats.curve_auc(np.append(f[keep], x), np.append(a[keep], np.interp(x, f, a)))
+    return stats.curve_mean_to(flops, acc, x)
 
 
 def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, metric: str, recipe: str,
@@ -581,7 +600,34 @@ def claim_verdict(expect: str, diff: float, p_holm: float, equivalent: bool, n: 
     return "contradicted" if equivalent else "undecided"
 
 
-def claims(suite: Suite, data: Data) -> pl.DataFrame | None:
+def claim_finding(diff: float, p_holm: float, equivalent: bool, n: int) -> str:
+    """What a contrast a − b shows, by the leaderboard's rule: greater / less when Holm p < 0.05,
+    else equivalent when TOST puts it inside ±margin, else undecided (under 2 pairs: undecided)."""
+    if n < 2:
+        return "undecided"
+    if math.isfinite(p_holm) and p_holm < stats.ALPHA:
+        return "greater" if diff > 0 else "less"
+    return "equivalent" if equivalent else "undecided"
+
+
+def _board_finding(suite: Suite, board: pl.DataFrame, metric: str, a: tuple[str, str], b: tuple[str, str]) -> str | None:
+    """The leaderboard's verdict on the contrast a − b (arms (recipe, cell)) in claim_finding's words,
+    when the leaderboard has it: one cell, one arm the baseline, the metric the primary. Else None."""
+    base, rs = baseline(suite), suite.report
+    if a[1] != b[1] or metric != rs.primary or rs.threshold is not None or base not in (a[0], b[0]) or a[0] == b[0]:
+        return None
+    other = a[0] if b[0] == base else b[0]
+    row = board.filter((pl.col("cell") == a[1]) & (pl.col("recipe") == other))
+    if not row.height:
+        return None
+    v = row["verdict"][0]
+    if v in ("better", "worse"):
+        up = (v == "better") == rs.higher_is_better  # the recipe's metric is above the baseline's
+        return "greater" if up == (other == a[0]) else "less"
+    return v
+
+
+def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None) -> pl.DataFrame | None:
     """One row per claim of the suite: the paired contrast a − b by seed, its 95% t interval, p and
     Holm's p over the suite's claims (one family), and the verdict:
 
@@ -589,9 +635,16 @@ def claims(suite: Suite, data: Data) -> pl.DataFrame | None:
     Holm p < 0.05 in the other direction, or when the difference is shown smaller than the margin
     (TOST, where a margin applies); else undecided. expect equivalent: reproduced when TOST puts
     the 90% interval inside ±margin; contradicted when Holm p < 0.05; else undecided. The margin is
-    the claim's own, else the report's for accuracy metrics (none for steps: metrics)."""
+    the claim's own, else the report's for accuracy metrics (none for steps: metrics).
+
+    finding: what the contrast shows in the leaderboard's words and by its rule (claim_finding);
+    leaderboard: the leaderboard's own verdict on the same contrast where it has one (a recipe
+    against the baseline in one cell on the primary metric; `board`, computed when not given), else
+    null. The test is the same paired t and TOST; the two can differ only through Holm's family
+    (the suite's claims here, the cell's comparisons with the baseline there) or a claim's own margin."""
     if not suite.claims:
         return None
+    board = leaderboard(suite, data) if board is None else board
     runs, steps, evals = per_run(suite, data), finished(data.steps), finished(data.evals)
     rows, ps = [], []
     for c in suite.claims:
@@ -607,13 +660,15 @@ def claims(suite: Suite, data: Data) -> pl.DataFrame | None:
         rows.append({"claim": c.name, "paper": c.paper, "statement": c.claim, "metric": c.metric,
                      "a": f"{ra}@{ca}", "b": f"{rb}@{cb}", "expect": c.expect, "n": t.n,
                      "mean_a": stats.mean(x), "mean_b": stats.mean(y), "diff": t.diff, "diff_lo": t.lo,
-                     "diff_hi": t.hi, "p": t.p, "margin": margin, "equivalent": eq})
+                     "diff_hi": t.hi, "p": t.p, "margin": margin, "equivalent": eq,
+                     "leaderboard": _board_finding(suite, board, c.metric, (ra, ca), (rb, cb))})
     for row, p_holm in zip(rows, stats.holm(ps)):
         row["p_holm"] = p_holm
         row["verdict"] = claim_verdict(row["expect"], row["diff"], p_holm, row["equivalent"], row["n"])
+        row["finding"] = claim_finding(row["diff"], p_holm, row["equivalent"], row["n"])
     cols = ["claim", "paper", "statement", "metric", "a", "b", "expect", "n", "mean_a", "mean_b", "diff", "diff_lo",
-            "diff_hi", "p", "p_holm", "margin", "equivalent", "verdict"]
-    strings = {"claim", "paper", "statement", "metric", "a", "b", "expect", "verdict"}
+            "diff_hi", "p", "p_holm", "margin", "equivalent", "verdict", "finding", "leaderboard"]
+    strings = {"claim", "paper", "statement", "metric", "a", "b", "expect", "verdict", "finding", "leaderboard"}
     return pl.DataFrame([{k: r[k] for k in cols} for r in rows], schema={
         k: pl.String if k in strings else pl.Int64 if k == "n" else pl.Boolean if k == "equivalent" else pl.Float64
         for k in cols})

@@ -45,7 +45,7 @@ def curves(recipe: str, seed: int, n_steps: int) -> tuple[list[dict], list[dict]
                       "policy/clip_frac_low": 0.0 if updates == 1 else 0.01 * f,
                       "policy/clip_frac_high": 0.0 if updates == 1 else 0.02 * f})
     evals = []
-    for k, frac in enumerate([0.0, 0.25, 0.5, 0.75, 1.0]):
+    for frac in [0.0, 0.25, 0.5, 0.75, 1.0]:
         step = round(frac * STEPS)
         if step > n_steps:
             break

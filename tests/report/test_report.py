@@ -11,7 +11,8 @@ from bench.cli import main
 from bench.report import data as report_data
 from bench.report import tables
 
-SECTIONS = ["Summary", "Leaderboard", "Power: what this suite can decide", "Accuracy against compute", "Sigmoid fit (ScaleRL)", "Length bias",
+SECTIONS = ["Summary", "Leaderboard", "Power: what this suite can decide", "Accuracy against compute", "Sigmoid fit (ScaleRL)",
+            "Length bias",
             "Aggregation: gradient weight by length", "KL to the reference", "Clipping and off-policy", "Ratio telemetry", "Entropy",
             "Group reward spread and gradient weight",
             "Recipes as diffs from grpo", "Failed, diverged and missing runs", "Manifest"]
