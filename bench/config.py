@@ -354,6 +354,8 @@ class Claim(Section):
     the leaderboard computes them) or steps:COLUMN (the run's mean of a steps.parquet column over its
     steps, e.g. steps:policy/entropy). expect: greater (a > b), less (a < b) or equivalent (|a − b| <
     margin). The verdict: reproduced, contradicted or undecided at this power (bench/report/tables.py).
+    kind = "sanity": a contrast that holds by construction (a check that the code is right, not a
+    finding): reported apart (sanity.csv), must pass, not counted and not in the claims' Holm family.
     """
 
     WHERE: ClassVar[str] = "claims"
@@ -366,6 +368,7 @@ class Claim(Section):
     metric: str = Field(min_length=1)
     expect: Literal["greater", "less", "equivalent"]
     margin: float | None = Field(None, gt=0)  # None: the report's margin for accuracy metrics
+    kind: Literal["claim", "sanity"] = "claim"
 
     def arm(self, which: str) -> tuple[str, str]:
         """(recipe, cell) of arm 'a' or 'b'."""

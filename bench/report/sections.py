@@ -975,6 +975,9 @@ def build_tables(ctx: Context) -> None:
     claims = T.claims(s, d, ctx.tables["leaderboard"])
     if claims is not None:
         ctx.tables["claims"] = claims
+    sanity_ = T.claims(s, d, ctx.tables["leaderboard"], kind="sanity")
+    if sanity_ is not None:
+        ctx.tables["sanity"] = sanity_
     scale_table = T.scales(s, d, ctx.tables["leaderboard"])
     if scale_table is not None:
         ctx.tables["scales"] = scale_table
@@ -1001,7 +1004,8 @@ def claims(ctx: Context) -> list:
                 "claimed direction (or, for an equivalence claim, the 90% interval lies inside ±margin); "
                 "*contradicted* when it is significant the other way, or a claimed difference is shown smaller than "
                 "the margin; *undecided at this power* otherwise. "
-                + ", ".join(f"{n} {v}" for v, n in counts.items()) + "."),
+                + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". "
+                + _one_part(table_)),
            table(table_, {
                "claim": lambda r: r["claim"], "statement": lambda r: r["statement"],
                "contrast": lambda r: f"{r['a']} − {r['b']}", "metric": lambda r: r["metric"],
@@ -1010,10 +1014,41 @@ def claims(ctx: Context) -> list:
                "Δ [95% CI]": lambda r: ci(r["diff"], r["diff_lo"], r["diff_hi"], ".3g"),
                "p_Holm": lambda r: num(r["p_holm"], ".2g"), "n": lambda r: str(r["n"]),
                "finding / leaderboard": lambda r: f"{r['finding']} / {r['leaderboard'] or '-'}",
+               "parts differing": lambda r: f"{r['parts_differing']} ({r['differs'] or '-'})",
                "verdict": lambda r: r["verdict"]}),
            Para(_claims_vs_leaderboard(ctx, table_)),
            Para("Sources: " + "; ".join(f"{r['claim']}: {r['paper']}" for r in table_.iter_rows(named=True)) + ".")]
     return out
+
+
+def _one_part(t: pl.DataFrame) -> str:
+    """How many claims isolate their mechanism (one part of the arms' configs differs)."""
+    one = t.filter(pl.col("parts_differing") == 1).height
+    many = t.filter(pl.col("parts_differing") > 1)["claim"].to_list()
+    text = (f"Parts differing (computed from the arms' configs: recipe parts, then training settings and budget): "
+            f"{one} of {t.height} claims are one-part ablations")
+    if many:
+        text += (f"; {len(many)} compare arms that differ in several parts ({_names(many)}), so they test the whole "
+                 "recipes, not the mechanism the claim names")
+    return text + "."
+
+
+def sanity(ctx: Context) -> list:
+    """Contrasts that hold by construction: checks that the code is right, kept out of the claims."""
+    t = ctx.tables.get("sanity")
+    if t is None:
+        return []
+    failed = t.filter(~pl.col("passed"))["claim"].to_list()
+    return [Heading(2, "Sanity checks"),
+            Para(f"{t.height} contrasts that hold by construction (declared `kind = \"sanity\"` in the suite file): "
+                 "each must pass, but none is a finding, none is counted among the claims, and they form a Holm "
+                 "family of their own. " + (f"**{len(failed)} failed: {_names(failed)}** — the code or the suite is "
+                                            "wrong." if failed else "All pass.")),
+            table(t, {"check": lambda r: r["claim"], "statement": lambda r: r["statement"],
+                      "contrast": lambda r: f"{r['a']} − {r['b']}", "metric": lambda r: r["metric"],
+                      "Δ [95% CI]": lambda r: ci(r["diff"], r["diff_lo"], r["diff_hi"], ".3g"),
+                      "p_Holm": lambda r: num(r["p_holm"], ".2g"), "n": lambda r: str(r["n"]),
+                      "passed": lambda r: "yes" if r["passed"] else "**no**"})]
 
 
 def _claims_vs_leaderboard(ctx: Context, claims: pl.DataFrame) -> str:
@@ -1044,5 +1079,5 @@ def _claims_vs_leaderboard(ctx: Context, claims: pl.DataFrame) -> str:
     return text + (f"; it differs for {len(differ)}: " + "; ".join(differ) + "." if differ else ".")
 
 
-SECTIONS = (summary, leaderboard, across_tasks, claims, model_scale, power, accuracy, length, kl, clipping, entropy,
+SECTIONS = (summary, leaderboard, across_tasks, claims, sanity, model_scale, power, accuracy, length, kl, clipping, entropy,
             group_weights, recipes, tuning, problems, manifest)

@@ -627,9 +627,31 @@ def _board_finding(suite: Suite, board: pl.DataFrame, metric: str, a: tuple[str,
     return v
 
 
-def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None) -> pl.DataFrame | None:
+def arm_differences(suite: Suite, a: tuple[str, str], b: tuple[str, str]) -> list[str]:
+    """What differs between two arms' configs (recipe@cell), computed from the configs at the
+    suite's first seed: the recipe parts (`Recipe.parts_differing`: objective, kl, updates, ...),
+    then `train` when a training setting differs and `budget` when the cells' budgets do. A one-part
+    ablation gives one."""
+    ca, cb = (suite.run_config(suite.cell(cell), recipe, suite.seeds[0]) for recipe, cell in (a, b))
+    out = ca.recipe.parts_differing(cb.recipe)
+    if ca.train != cb.train:
+        out.append("train")
+    if ca.budget != cb.budget:
+        out.append("budget")
+    for key in ("task", "scale", "task_params", "warmstart", "rollout", "eval", "rewards"):
+        if getattr(ca, key) != getattr(cb, key):
+            out.append(key)
+    return out
+
+
+def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: str = "claim") -> pl.DataFrame | None:
     """One row per claim of the suite: the paired contrast a − b by seed, its 95% t interval, p and
-    Holm's p over the suite's claims (one family), and the verdict:
+    Holm's p over the suite's claims (one family), and the verdict. kind "sanity": the suite's sanity
+    checks instead (contrasts that hold by construction), each with its own p, a family of their
+    own, and `passed` (their verdict is reproduced). parts_differing: how many parts of the arms'
+    configs differ (`arm_differences`, listed in `differs`); a one-part ablation has 1.
+
+    The verdict:
 
     expect greater/less: reproduced when Holm p < 0.05 in the claimed direction; contradicted when
     Holm p < 0.05 in the other direction, or when the difference is shown smaller than the margin
@@ -642,12 +664,13 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None) -> pl.Da
     against the baseline in one cell on the primary metric; `board`, computed when not given), else
     null. The test is the same paired t and TOST; the two can differ only through Holm's family
     (the suite's claims here, the cell's comparisons with the baseline there) or a claim's own margin."""
-    if not suite.claims:
+    chosen = [c for c in suite.claims if c.kind == kind]
+    if not chosen:
         return None
     board = leaderboard(suite, data) if board is None else board
     runs, steps, evals = per_run(suite, data), finished(data.steps), finished(data.evals)
     rows, ps = [], []
-    for c in suite.claims:
+    for c in chosen:
         (ra, ca), (rb, cb) = c.arm("a"), c.arm("b")
         va = _claim_values(runs, steps, evals, c.metric, ra, ca)
         vb = _claim_values(runs, steps, evals, c.metric, rb, cb)
@@ -661,17 +684,24 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None) -> pl.Da
                      "a": f"{ra}@{ca}", "b": f"{rb}@{cb}", "expect": c.expect, "n": t.n,
                      "mean_a": stats.mean(x), "mean_b": stats.mean(y), "diff": t.diff, "diff_lo": t.lo,
                      "diff_hi": t.hi, "p": t.p, "margin": margin, "equivalent": eq,
-                     "leaderboard": _board_finding(suite, board, c.metric, (ra, ca), (rb, cb))})
+                     "leaderboard": _board_finding(suite, board, c.metric, (ra, ca), (rb, cb)),
+                     "differs": ", ".join(diff := arm_differences(suite, (ra, ca), (rb, cb))),
+                     "parts_differing": len(diff)})
     for row, p_holm in zip(rows, stats.holm(ps)):
         row["p_holm"] = p_holm
         row["verdict"] = claim_verdict(row["expect"], row["diff"], p_holm, row["equivalent"], row["n"])
         row["finding"] = claim_finding(row["diff"], p_holm, row["equivalent"], row["n"])
     cols = ["claim", "paper", "statement", "metric", "a", "b", "expect", "n", "mean_a", "mean_b", "diff", "diff_lo",
-            "diff_hi", "p", "p_holm", "margin", "equivalent", "verdict", "finding", "leaderboard"]
-    strings = {"claim", "paper", "statement", "metric", "a", "b", "expect", "verdict", "finding", "leaderboard"}
+            "diff_hi", "p", "p_holm", "margin", "equivalent", "verdict", "finding", "leaderboard", "parts_differing",
+            "differs"]
+    if kind == "sanity":
+        for r in rows:
+            r["passed"] = r["verdict"] == "reproduced"
+        cols += ["passed"]
+    strings = {"claim", "paper", "statement", "metric", "a", "b", "expect", "verdict", "finding", "leaderboard", "differs"}
     return pl.DataFrame([{k: r[k] for k in cols} for r in rows], schema={
-        k: pl.String if k in strings else pl.Int64 if k == "n" else pl.Boolean if k == "equivalent" else pl.Float64
-        for k in cols})
+        k: pl.String if k in strings else pl.Int64 if k in ("n", "parts_differing")
+        else pl.Boolean if k in ("equivalent", "passed") else pl.Float64 for k in cols})
 
 
 SCALE_COLUMNS = {"task": pl.String, "regime": pl.String, "scale": pl.String, "cell": pl.String, "params": pl.Int64,

@@ -1,0 +1,66 @@
+"""Claims say how many parts their arms differ in (computed from the configs), and contrasts that
+hold by construction are sanity checks, reported apart (issue 24, items 2 and 3)."""
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from bench import suite as suites
+from bench.report.tables import arm_differences
+
+CLAIMS = Path("reports/claims")
+
+
+def test_published_claims_count_the_parts_their_arms_differ_in():
+    s = suites.load("claims")
+    t = pl.read_csv(CLAIMS / "claims.csv")
+    for r in t.iter_rows(named=True):
+        (ra, ca), (rb, cb) = (x.split("@", 1) for x in (r["a"], r["b"]))
+        diff = arm_differences(s, (ra, ca), (rb, cb))
+        assert (r["parts_differing"], r["differs"]) == (len(diff), ", ".join(diff)), r["claim"]
+    dapo = t.filter(pl.col("claim") == "clip_higher_keeps_entropy").row(0, named=True)
+    assert dapo["differs"] == "aggregation, filter, kl, objective, shaping"  # DAPO is five changes from grpo
+
+
+def test_sanity_checks_are_apart_and_pass():
+    s = suites.load("claims")
+    sanity = pl.read_csv(CLAIMS / "sanity.csv")
+    claims = pl.read_csv(CLAIMS / "claims.csv")
+    declared = {c.name for c in s.claims if c.kind == "sanity"}
+    assert set(sanity["claim"]) == declared == {"std_norm_upweights_low_variance", "rloo_equals_dr_grpo",
+                                                "clip_never_binds_on_policy", "cispo_keeps_all_tokens"}
+    assert not declared & set(claims["claim"]) and sanity["passed"].all()
+    assert claims.height == len(s.claims) - len(declared)
+
+
+def test_a_variant_is_a_one_part_ablation(tmp_path):
+    p = tmp_path / "ablation.toml"
+    p.write_text("""recipes = ["grpo", "grpo_cliphigher"]
+seeds = 2
+tasks = ["addition"]
+scales = ["nano"]
+budget = "2steps"
+[variants.grpo_cliphigher]
+base = "grpo"
+"objective.eps_high" = 0.28
+[claims.clip_higher]
+paper = "DAPO"
+claim = "clip-higher keeps entropy up"
+cell = "addition/nano"
+a = "grpo_cliphigher"
+b = "grpo"
+metric = "steps:policy/entropy"
+expect = "greater"
+""")
+    s = suites.load(p)
+    assert arm_differences(s, ("grpo_cliphigher", "addition/nano"), ("grpo", "addition/nano")) == ["objective"]
+    assert s.claims[0].kind == "claim"
+
+
+def test_a_claim_kind_must_be_claim_or_sanity(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text('recipes = ["grpo", "dapo"]\nseeds = 2\ntasks = ["addition"]\nscales = ["nano"]\nbudget = "2steps"\n'
+                 '[claims.x]\npaper = "p"\nclaim = "c"\ncell = "addition/nano"\na = "dapo"\nb = "grpo"\n'
+                 'metric = "auc"\nexpect = "greater"\nkind = "finding"\n')
+    with pytest.raises(ValueError, match="claims.x.kind"):
+        suites.load(p)
