@@ -318,7 +318,10 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     from bench.config import check_device
     from bench.harness import runner
 
-    s = suites.load(args.name)
+    s = suites.load(args.name, tuned=not (args.defaults or args.tuned or args.tuned_file))
+    if s.tuned_from is not None:
+        print(f"tuned: {len(s.cell_overrides)} cell × recipe pair(s) from {s.tuned_from} (committed beside the suite; "
+              "--defaults runs the suite's own settings)")
     root = _root(args)
     if args.tuned or args.tuned_file:
         from bench.tune import tuned
@@ -637,6 +640,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="apply the tuned overrides that `bench tune` wrote (RESULTS/tuned/NAME.toml) on top of the "
                          "suite's own; tuned runs get their own ids and the tag tuned=true")
     su.add_argument("--tuned-file", default=None, help="with --tuned: a tuned overrides file elsewhere")
+    su.add_argument("--defaults", action="store_true",
+                    help="ignore the suite's committed tuned settings (suites/tuned/NAME.toml): every recipe at its "
+                         "defaults and the suite's [overrides]")
     su.set_defaults(func=_cmd_suite)
 
     tu = sub.add_parser("tune", help="Optuna search per cell × recipe: trials are runs, pruned on evaluations",

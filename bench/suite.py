@@ -217,6 +217,7 @@ class Suite:
     claims: tuple[Claim, ...] = ()
     # (cell name, recipe) -> {dotted path: value}: tuned values (`bench suite --tuned`), applied last
     cell_overrides: dict[tuple[str, str], dict] = field(default_factory=dict)
+    tuned_from: Path | None = None  # the tuned settings file applied (suites/tuned/NAME.toml or --tuned-file)
     variants: dict[str, Variant] = field(default_factory=dict)
 
     def recipe(self, name: str) -> algorithms.Recipe:
@@ -339,7 +340,9 @@ def resolve(name_or_path: str | Path) -> Path:
     return p
 
 
-def load(name_or_path: str | Path) -> Suite:
+def load(name_or_path: str | Path, tuned: bool = True) -> Suite:
+    """A suite file, with its committed tuned settings (suites/tuned/NAME.toml) applied when they
+    exist and `tuned` is true (`bench suite --defaults` passes false)."""
     path = resolve(name_or_path)
     text = read_text(path)  # file:line errors for non-UTF-8 bytes, huge files, huge lines
     try:
@@ -349,7 +352,9 @@ def load(name_or_path: str | Path) -> Suite:
         lines = text.splitlines()
         shown = f": {lines[int(m.group(1)) - 1].strip()!r}" if m and 0 < int(m.group(1)) <= len(lines) else ""
         raise SuiteError(path, "", f"invalid TOML: {e}{shown}") from None
-    return from_dict(data, path)
+    suite = from_dict(data, path)
+    beside = tuned_beside(path)
+    return apply_tuned(suite, beside) if tuned and beside.is_file() else suite
 
 
 def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
@@ -547,6 +552,72 @@ def _variants(tables: dict[str, Any], err) -> dict[str, Variant]:
     for name in tables:  # in file order, bases first
         build(name, ())
     return out
+
+
+# ------------------------------------------------------------------------------------ tuned settings
+TUNED_DIR = "tuned"  # suites/tuned/NAME.toml: a suite's committed tuned settings, applied by `load`
+
+
+def tuned_beside(path: Path) -> Path:
+    """Where a suite file's committed tuned settings live: suites/tuned/NAME.toml beside suites/NAME.toml."""
+    return Path(path).parent / TUNED_DIR / f"{Path(path).stem}.toml"
+
+
+def read_tuned(path: Path) -> dict[tuple[str, str], dict]:
+    """(cell, recipe) -> {path: value}; cell is "" for a table that applies to every cell."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(read_text(path))
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: invalid TOML: {e}") from None
+    if set(data) - {"overrides"}:
+        raise ValueError(f"{path}: unknown top-level keys {sorted(set(data) - {'overrides'})}; a tuned file holds "
+                         "[overrides.\"TASK/SCALE\".RECIPE] tables")
+    out = {}
+    for key, table in data.get("overrides", {}).items():
+        if not isinstance(table, dict):
+            raise ValueError(f"{path}: overrides.{key}: expected a table")
+        if "/" in key:  # a cell: recipes below it
+            for recipe, values in table.items():
+                out[(key, recipe)] = _tuned_values(path, f"overrides.\"{key}\".{recipe}", values)
+        else:
+            out[("", key)] = _tuned_values(path, f"overrides.{key}", table)
+    return out
+
+
+def _tuned_values(path: Path, where: str, values) -> dict:
+    if not isinstance(values, dict) or any(isinstance(v, dict) for v in values.values()):
+        raise ValueError(f'{path}: {where}: expected dotted paths with values, e.g. "train.lr" = 1e-4')
+    for p in values:
+        if not p.startswith(tuple(o + "." for o in OVERRIDABLE)):
+            raise ValueError(f"{path}: {where}: {p!r}: only {' and '.join(o + '.*' for o in OVERRIDABLE)} paths")
+    return dict(values)
+
+
+def apply_tuned(suite: Suite, path: Path) -> Suite:
+    """The suite with the file's tuned values; checks cells, recipes and values against the suite."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no tuned overrides at {path}; run `bench tune {suite.name} --all` first "
+                                "(or pass --tuned-file)")
+    tables = read_tuned(path)
+    cells = [c.name for c in suite.cells]
+    per = {}
+    for (cell, recipe), values in sorted(tables.items(), key=lambda kv: kv[0][0] != ""):  # a cell's table wins
+        if recipe not in suite.recipes:
+            raise ValueError(f"{path}: {unknown('recipe', recipe, list(suite.recipes))} (in suite {suite.name})")
+        if cell and cell not in cells:
+            raise ValueError(f"{path}: {unknown('cell', cell, cells)} (in suite {suite.name})")
+        for c in ([cell] if cell else cells):
+            per[(c, recipe)] = {**per.get((c, recipe), {}), **values}
+    tuned = dataclasses.replace(suite, cell_overrides=per, tuned_from=path)
+    for (c, recipe) in per:  # bad paths or values fail here, before any run
+        cell = next(x for x in suite.cells if x.name == c)
+        try:
+            tuned.run_config(cell, recipe, suite.seeds[0])
+        except ValueError as e:
+            raise ValueError(f"{path}: {c} {recipe}: {e}") from None
+    return tuned
 
 
 def _auc_to(metric: str) -> float | None:

@@ -124,6 +124,22 @@ def declared_text(ctx: Context) -> str:
             "confirmatory.")
 
 
+def _settings_text(su) -> str:
+    """Whether the recipes run at tuned settings or at their defaults, in one sentence."""
+    if su.tuned_from is None:
+        return ("Settings: every recipe runs at its defaults and the suite's `[overrides]`, one shared learning rate "
+                "per cell, untuned (no tuned settings file).")
+    from bench.suite import tuned_beside
+
+    pairs = sorted({r for _, r in su.cell_overrides})
+    f = Path(su.tuned_from)
+    where = (f"suites/tuned/{f.name}, committed beside the suite" if f.resolve() == tuned_beside(su.path).resolve()
+             else f"{f.name}, a tuned settings file given to `bench suite --tuned`")
+    return (f"Settings: **tuned** — {len(pairs)} recipe(s) ({_names(pairs)}) run at the values in {where} "
+            "(tagged tuned = true; the Tuning section says what tuning cost and how the defaults compare); the "
+            "others at their defaults.")
+
+
 def summary(ctx: Context) -> list:
     runs, board, pw = ctx.data.runs, ctx.tables["leaderboard"], ctx.tables["power"]
     rs = ctx.suite.report
@@ -142,6 +158,7 @@ def summary(ctx: Context) -> list:
                     f"diverged, {_count(runs, 'failed')} failed, {_count(runs, 'missing')} without a record. "
                     "Statistics use finished runs only; the others are listed under "
                     "\"Failed, diverged and missing runs\"."))
+    out.append(Para(_settings_text(su)))
     out.append(Para(declared_text(ctx) + f" Every recipe is compared with {ctx.base}, paired by seed, "
                     "Holm-corrected within a cell; a comparison is decided when it finds a difference (adjusted "
                     f"p < 0.05) or rules out one of {rs.margin:g} or more (equivalence), and undecided otherwise."))

@@ -8,19 +8,18 @@
 
 Each table holds RunConfig override paths (recipe.* and train.*), the same paths a suite's
 [overrides.RECIPE] table takes; `--tuned` applies them after the suite's own overrides, so they
-take precedence. A table without a cell (`[overrides.grpo]`) applies to every cell. Tuned runs
+take precedence. Copied to suites/tuned/NAME.toml and committed, they become the suite's settings:
+`bench.suite.load` applies that file whenever it exists (`bench suite --defaults` ignores it), and
+the report's Summary says so. Reading and applying live in bench.suite (read_tuned, apply_tuned).
+A table without a cell (`[overrides.grpo]`) applies to every cell. Tuned runs
 get new run ids (their configs differ) and the tag `tuned = true`; their run.json shows the values.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
-import tomllib
 from pathlib import Path
 
-from bench.suite import Suite, unknown
-from bench.textfile import read_text
-from bench.tune.space import TUNABLE
+from bench.suite import apply_tuned as apply, read_tuned as read  # noqa: F401 (re-exported)
 
 
 def default_path(root: Path, suite: str) -> Path:
@@ -60,58 +59,3 @@ def write(path: Path, suite: str, tables: dict[tuple[str, str], dict], notes: di
     return path
 
 
-def read(path: Path) -> dict[tuple[str, str], dict]:
-    """(cell, recipe) -> {path: value}; cell is "" for a table that applies to every cell."""
-    path = Path(path)
-    try:
-        data = tomllib.loads(read_text(path))
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: invalid TOML: {e}") from None
-    if set(data) - {"overrides"}:
-        raise ValueError(f"{path}: unknown top-level keys {sorted(set(data) - {'overrides'})}; a tuned file holds "
-                         "[overrides.\"TASK/SCALE\".RECIPE] tables")
-    out = {}
-    for key, table in data.get("overrides", {}).items():
-        if not isinstance(table, dict):
-            raise ValueError(f"{path}: overrides.{key}: expected a table")
-        if "/" in key:  # a cell: recipes below it
-            for recipe, values in table.items():
-                out[(key, recipe)] = _values(path, f"overrides.\"{key}\".{recipe}", values)
-        else:
-            out[("", key)] = _values(path, f"overrides.{key}", table)
-    return out
-
-
-def _values(path: Path, where: str, values) -> dict:
-    if not isinstance(values, dict) or any(isinstance(v, dict) for v in values.values()):
-        raise ValueError(f'{path}: {where}: expected dotted paths with values, e.g. "train.lr" = 1e-4')
-    for p in values:
-        if not p.startswith(TUNABLE):
-            raise ValueError(f"{path}: {where}: {p!r}: only {' and '.join(t + '*' for t in TUNABLE)} paths")
-    return dict(values)
-
-
-def apply(suite: Suite, path: Path) -> Suite:
-    """The suite with the file's tuned values; checks cells, recipes and values against the suite."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no tuned overrides at {path}; run `bench tune {suite.name} --all` first "
-                                "(or pass --tuned-file)")
-    tables = read(path)
-    cells = [c.name for c in suite.cells]
-    per = {}
-    for (cell, recipe), values in sorted(tables.items(), key=lambda kv: kv[0][0] != ""):  # a cell's table wins
-        if recipe not in suite.recipes:
-            raise ValueError(f"{path}: {unknown('recipe', recipe, list(suite.recipes))} (in suite {suite.name})")
-        if cell and cell not in cells:
-            raise ValueError(f"{path}: {unknown('cell', cell, cells)} (in suite {suite.name})")
-        for c in ([cell] if cell else cells):
-            per[(c, recipe)] = {**per.get((c, recipe), {}), **values}
-    tuned = dataclasses.replace(suite, cell_overrides=per)
-    for (c, recipe) in per:  # bad paths or values fail here, before any run
-        cell = next(x for x in suite.cells if x.name == c)
-        try:
-            tuned.run_config(cell, recipe, suite.seeds[0])
-        except ValueError as e:
-            raise ValueError(f"{path}: {c} {recipe}: {e}") from None
-    return tuned
