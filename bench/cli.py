@@ -348,6 +348,9 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
     plan = runner.make_plan(s, len(pending), args.executor, args.workers, args.threads, args.device, args.address,
                             args.gpus_per_run, args.stack)
+    if plan.stack > 1 and args.checkpoint_every:
+        raise ValueError(f"--checkpoint-every {args.checkpoint_every}: stacks keep no resume checkpoints; "
+                         f"use --stack 1 (stack {plan.stack} from {'--stack' if args.stack else '[resources] stack'})")
     if args.dry_run:
         from bench.harness.plan import print_plan
 

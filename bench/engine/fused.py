@@ -40,6 +40,15 @@ def unsupported(model: torch.nn.Module) -> str | None:
     return None
 
 
+def rope_table(inv_freq: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin (n, d) for positions 0..n-1, sin's first half negated (the sign of rotate_half), so
+    a decode step's rotary is one gather, one cat and two multiplies."""
+    f = torch.arange(n, device=inv_freq.device).float()[:, None] * inv_freq
+    half = f.shape[-1]
+    emb = torch.cat([f, f], -1)
+    return emb.cos(), torch.cat([-emb[:, :half].sin(), emb[:, half:].sin()], -1)
+
+
 class FusedLM:
     """The fused forward over `model`'s parameters. Build one per pass: building only gathers
     references (and concatenates the QKV and gate/up weights, differentiably)."""
@@ -82,12 +91,7 @@ class FusedLM:
         return emb.cos()[:, None], emb.sin()[:, None]
 
     def rope_table(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin (n, d) for positions 0..n-1, sin's first half negated (the sign of
-        rotate_half), so a decode step's rotary is one gather, one cat and two multiplies."""
-        f = torch.arange(n, device=self.inv_freq.device).float()[:, None] * self.inv_freq
-        half = f.shape[-1]
-        emb = torch.cat([f, f], -1)
-        return emb.cos(), torch.cat([-emb[:, :half].sin(), emb[:, half:].sin()], -1)
+        return rope_table(self.inv_freq, n)
 
     def decode(self, tok: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, bias: torch.Tensor,
                cache: torch.Tensor, start: int) -> torch.Tensor:

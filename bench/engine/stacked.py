@@ -33,7 +33,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from bench.engine.fused import full_mask, unsupported
+from bench.engine.fused import full_mask, rope_table, unsupported
 from bench.engine.rollout import DROP_AT, Generation, NativeBackend, SamplingParams, left_pad
 
 # Largest activation one stacked training pass may allocate. glibc hands out blocks above 32 MB
@@ -371,10 +371,7 @@ class StackedLM:
     # ------------------------------------------------------------------ sampling
     def rope_table(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """As FusedLM.rope_table: cos, sin (n, d), sin's first half negated."""
-        f = torch.arange(n, device=self.inv_freq.device).float()[:, None] * self.inv_freq
-        half = f.shape[-1]
-        emb = torch.cat([f, f], -1)
-        return emb.cos(), torch.cat([-emb[:, :half].sin(), emb[:, half:].sin()], -1)
+        return rope_table(self.inv_freq, n)
 
     def decode(self, tok: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, bias: torch.Tensor,
                cache: torch.Tensor, start: int) -> torch.Tensor:

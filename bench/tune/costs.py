@@ -28,12 +28,18 @@ def _suite(s: str | Suite) -> Suite:
     return s if isinstance(s, Suite) else suites.load(s)
 
 
-def trial_runs(suite: str | Suite, root: Path | None = None) -> pl.DataFrame:
-    """One row per recorded trial run of the suite's studies (run.json tags study and trial)."""
+def trial_runs(suite: str | Suite, root: Path | None = None, skipped: list | None = None) -> pl.DataFrame:
+    """One row per recorded trial run of the suite's studies (run.json tags study and trial). A
+    corrupt record is left out and its (run_id, problem) appended to `skipped` when given."""
     name = _suite(suite).name
     root = Path(root) if root else results.default_root()
     rows = []
     for f in sorted((root / "runs").glob("*/run.json")):
+        problem = results.check_record(f.parent)
+        if problem:
+            if skipped is not None:
+                skipped.append((f.parent.name, problem))
+            continue
         m = json.loads(f.read_text())
         tags = m["config"].get("tags", {})
         if not str(tags.get("study", "")).startswith(f"{name}/"):

@@ -54,3 +54,25 @@ def test_bad_paths_are_refused_before_any_work_in_one_line(places, capsys, argv,
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert expected.format(t=t) in err, err
     assert sorted(p.name for p in places.iterdir()) == before  # nothing created, nothing lost
+
+
+def test_stacks_refuse_checkpoints(capsys, tmp_path):
+    assert main(["suite", "smoke", "--stack", "2", "--checkpoint-every", "1", "--results", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "stacks keep no resume checkpoints; use --stack 1" in err and not (tmp_path / "r").exists()
+
+
+def test_a_report_over_corrupt_records_names_each_and_finishes(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    runs = sorted((Path(MATH_SMALL_RUNS) / "runs").iterdir())[:2]  # links into reports/math-small's runs
+    root = tmp_path / "res"
+    for r in runs:
+        shutil.copytree(r, root / "runs" / r.name)
+    (root / "runs" / runs[0].name / "run.json").write_text("{bad")
+    (root / "runs" / runs[1].name / "steps.parquet").write_text("garbage")
+    assert main(["report", "math-small", "--results", str(root), "--out", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert f"{runs[0].name}/run.json: unreadable run record" in text
+    assert f"{runs[1].name}/steps.parquet: unreadable table" in text
