@@ -32,14 +32,14 @@ def test_a_looped_stack_writes_the_records_of_runs_alone(recipe, bench_cache, tm
     """dapo refills (replicas leave lockstep), ppo has a critic, decoupled_ppo at lag 2 samples from
     stale weights and recomputes the proximal policy."""
     over = {"rollout.lag": 2, "recipe.updates.minibatches": 2} if recipe == "decoupled_ppo" else {}
-    cfgs = [make_cfg(recipe, budget="3steps", seed=s, **over) for s in (0, 1, 2)]
+    cfgs = [make_cfg(recipe, budget="2steps", seed=s, **over) for s in (0, 1)]
     alone = [Trainer(c, root=tmp_path / "alone").run() for c in cfgs]
     out = run_stack(cfgs, tmp_path / "stack")
     for a, b in zip(alone, out.results):
         assert_same_record(a, b)
     assert out.requests["generate"] > out.calls["generate"]  # calls were grouped, not run one by one
     if recipe == "grpo":  # in lockstep: one group per step of each kind
-        assert out.calls["generate"] == 3 and out.requests["generate"] == 9
+        assert out.calls["generate"] == 2 and out.requests["generate"] == 4
 
 
 def test_a_replica_is_the_same_whatever_its_companions(bench_cache, tmp_path):
