@@ -2,8 +2,10 @@
 
     [tune]
     trials = 8              # trials per study (one study per cell × recipe); --trials overrides
-    objective = "final"     # "final": held-out greedy accuracy at the end of the budget;
-                            # "auc": its mean over the budget (trapezoid over the evaluation fractions)
+    objective = "auc"       # "final": held-out accuracy at the end of the budget; "auc": its mean over
+                            # the budget (trapezoid over the evaluation fractions). Default: the suite's
+                            # declared [report] primary when it is one of these, else "final"; the
+                            # accuracy is the suite's [report] accuracy (greedy by default)
     pruner = "median"       # "median" | "hyperband" | "none"; on the evaluations at compute checkpoints
     startup_trials = 3      # TPE samples at random and the median pruner prunes nothing until this many
     seed = 1000             # the trials' training seed: outside the suite's seeds, so the tuned suite's
@@ -37,6 +39,7 @@ class TuneSettings:
     seed: int = 1000
     sampler_seed: int = 0
     space: dict = field(default_factory=dict)  # recipe -> {path: spec | false}
+    accuracy: str = "eval/acc_greedy"  # the evaluation column the objective reads (the suite's [report] accuracy)
 
     def __post_init__(self) -> None:
         if not isinstance(self.trials, int) or self.trials < 1:
@@ -64,7 +67,12 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
     for r in space:
         if r not in suite.recipes:
             raise ValueError(f"{suite.path}: tune.space.{r}: {unknown('recipe', r, list(suite.recipes))}")
+    if "accuracy" in table:
+        raise ValueError(f"{suite.path}: tune.accuracy: set by the suite's [report] accuracy, which tuning reads")
     table.update({k: v for k, v in cli.items() if v is not None})
+    if "objective" not in table:  # tune for what the report will compare: its declared primary metric
+        table["objective"] = suite.report.primary if suite.report.primary in OBJECTIVES else "final"
+    table["accuracy"] = suite.report.accuracy
     try:
         s = TuneSettings(**table)
     except ValueError as e:

@@ -112,8 +112,8 @@ def shares(remaining: int, workers: int) -> list[int]:
 class _Reporter:
     """The Trainer's on_eval callback: report the objective so far; stop the run when pruned."""
 
-    def __init__(self, trial, objective: str, pruner: str):
-        self.trial, self.objective, self.pruner = trial, objective, pruner
+    def __init__(self, trial, objective: str, pruner: str, accuracy: str = "eval/acc_greedy"):
+        self.trial, self.objective, self.pruner, self.accuracy = trial, objective, pruner, accuracy
         self.rows: list[dict] = []
 
     def __call__(self, row: dict) -> None:
@@ -122,16 +122,17 @@ class _Reporter:
         self.rows.append(row)
         if row["fraction"] == 0.0:  # the warm start: the same for every trial of the cell
             return
-        step, value = len(self.rows) - 1, objective_value(self.rows, self.objective)
+        step, value = len(self.rows) - 1, objective_value(self.rows, self.objective, self.accuracy)
         self.trial.report(value, step)
         if row["fraction"] < 1.0 and self.trial.should_prune():
             raise Stopped("pruned", f"pruned ({self.pruner}) at evaluation {step}, {row['fraction']:.0%} of the "
                                     f"budget: {self.objective} {value:.3f}")
 
 
-def objective_value(rows: list[dict], objective: str) -> float:
-    """final: greedy accuracy at the last evaluation; auc: its trapezoid mean over fractions so far."""
-    acc = [r["eval/acc_greedy"] for r in rows]
+def objective_value(rows: list[dict], objective: str, accuracy: str = "eval/acc_greedy") -> float:
+    """final: the accuracy column at the last evaluation; auc: its trapezoid mean over fractions so
+    far. `accuracy`: the suite's declared accuracy ([report] accuracy), greedy by default."""
+    acc = [r[accuracy] for r in rows]
     if objective == "final" or len(rows) == 1:
         return float(acc[-1])
     fr = [r["fraction"] for r in rows]
@@ -152,7 +153,7 @@ def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> flo
     tags = {"cell": spec.cell, "study": spec.name, "trial": trial.number}
     cfg = cfg.replace(tags=tags, threads=threads)
     trial.set_user_attr("run_id", cfg.run_id)
-    rep = _Reporter(trial, spec.settings.objective, spec.settings.pruner)
+    rep = _Reporter(trial, spec.settings.objective, spec.settings.pruner, spec.settings.accuracy)
     t0 = time.perf_counter()
     with run_lock(root, cfg.run_id, wait=True):  # a trial's run id is its own; the lock guards a stale temp dir
         if results.is_finished(root, cfg.run_id):
@@ -166,7 +167,8 @@ def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> flo
     if res.status == "pruned":
         print(f"{spec.name} trial {trial.number:>3}: pruned    {wall:6.1f}s  {shown}  ({res.reason})", file=out, flush=True)
         raise optuna.TrialPruned(res.reason)
-    value = 0.0 if res.status == "diverged" else objective_value(rep.rows, spec.settings.objective)
+    value = 0.0 if res.status == "diverged" else objective_value(rep.rows, spec.settings.objective,
+                                                                 spec.settings.accuracy)
     print(f"{spec.name} trial {trial.number:>3}: {res.status:<9} {wall:6.1f}s  {spec.settings.objective} {value:.3f}  "
           f"{shown}" + (f"  ({res.reason}; a diverged run scores 0)" if res.status == "diverged" else ""), file=out, flush=True)
     return value

@@ -53,7 +53,26 @@ def test_suite_table_overrides_adds_and_drops(tiny):
     grpo, rloo = study.plan(s, ["grpo", "rloo"], list(s.cells), settings)
     assert [str(p) for p in grpo.space] == ["train.lr in [1e-06, 1e-05] (log)"]
     assert [p.path for p in rloo.space] == ["train.lr"]
-    assert settings.trials == 3 and settings.startup_trials == 2 and settings.objective == "final"
+    assert settings.trials == 3 and settings.startup_trials == 2
+    assert settings.objective == "auc" and settings.accuracy == "eval/acc_greedy"  # the declared primary (default auc)
+
+
+def test_tuning_reads_what_the_report_compares(tmp_path):
+    """The objective defaults to the suite's declared primary and reads its declared accuracy
+    column; a [tune] objective still wins; [tune] accuracy is refused (the report sets it)."""
+    p = tmp_path / "s.toml"
+    base = TINY.format(steps=4, n_examples=16).split("[tune]")[0]
+    p.write_text(base + '[report]\nprimary = "final"\naccuracy = "eval/acc_formatted"\n')
+    s = tune_settings.from_suite(suites.load(p))
+    assert (s.objective, s.accuracy) == ("final", "eval/acc_formatted")
+    assert tune_settings.from_suite(suites.load(p), objective="auc").objective == "auc"
+    rows = [{"fraction": 0.0, "eval/acc_greedy": 0.1, "eval/acc_formatted": 0.2},
+            {"fraction": 1.0, "eval/acc_greedy": 0.3, "eval/acc_formatted": 0.6}]
+    assert study.objective_value(rows, "final", "eval/acc_formatted") == 0.6
+    assert study.objective_value(rows, "auc", "eval/acc_formatted") == pytest.approx(0.4)
+    p.write_text(base + '[tune]\naccuracy = "eval/avg_k"\n')
+    with pytest.raises(ValueError, match="tune.accuracy: set by the suite's \\[report\\] accuracy"):
+        tune_settings.from_suite(suites.load(p))
 
 
 @pytest.mark.parametrize("extra, msg", [
