@@ -52,7 +52,7 @@ STEP_KEEP = ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high", 
              "policy/weight_capped_frac", "policy/entropy", "len/mean", "len/correct", "len/incorrect"]
 # Logged by newer engines only (off-policy telemetry, per-group weights): binned when present,
 # absent from `steps` for runs recorded before them (the report says "not logged in these runs").
-STEP_OPTIONAL = ["policy/ratio_mean", "policy/ratio_max", "policy/ratio_dev_frac", "policy/log_ratio_abs_mean",
+STEP_OPTIONAL = ["grad/norm", "policy/ratio_mean", "policy/ratio_max", "policy/ratio_dev_frac", "policy/log_ratio_abs_mean",
                  "policy/seq_ratio_mean", "policy/seq_ratio_max", "rollout/lag",
                  "adv/group_std_q10", "adv/group_std_q50", "adv/group_std_q90", "adv/low_std_weight_frac",
                  "adv/low_std_group_frac"]

@@ -822,7 +822,18 @@ def clipping(ctx: Context) -> list:
         "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "objective": lambda r: r["objective"],
         "updates/batch": lambda r: str(r["updates_per_batch"]), "clip low": lambda r: num(r["clip_low"], ".4f"),
         "clip high": lambda r: num(r["clip_high"], ".4f"), "clip seq (gspo)": lambda r: num(r["clip_seq"], ".4f"),
-        "weight capped (cispo)": lambda r: num(r["weight_capped"], ".4f"), "note": lambda r: r["note"]}))
+        "weight capped (cispo)": lambda r: num(r["weight_capped"], ".4f"),
+        "grad norm (median, pre-clip)": lambda r: num(r["grad_norm"], ".3g"),
+        "norm clip binds": lambda r: num(r["clip_binds"], ".0%"),
+        "note": lambda r: r["note"]}))
+    binds = clip.filter(pl.col("clip_binds") > 0.5)["recipe"].unique(maintain_order=True).to_list()
+    out.append(Para("The gradient-norm clip (train.grad_clip) acts on a step when the pre-clip norm exceeds it; "
+                    "`norm clip binds` is the share of steps where it did (a step's norm is the mean over its "
+                    "updates). " + (f"It binds on most steps of {_names(binds)}: Adam then sees gradients rescaled "
+                                    "to the clip's norm on those steps (each step weighs the same, whatever its "
+                                    "size), unlike the recipes it rarely touches, so the recipes do not share one "
+                                    "optimiser in effect; whether a ranking holds with clipping off is not tested "
+                                    "here." if binds else "It binds on at most half the steps of every recipe.")))
     if many:
         out.append(ctx.figure("clipping.png", F.step_metrics(
             ctx.curves, {"policy/clip_frac_low": "clip fraction low", "policy/clip_frac_high": "clip fraction high"},

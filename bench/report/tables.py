@@ -459,7 +459,10 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
     """Per cell and recipe: optimizer updates per batch and mean clip fractions over finished runs' steps.
 
     note: `zero by construction` with one update per batch on fresh rollouts (lag 0: ρ ≡ 1, ALGORITHMS.md
-    convention 8); with a rollout lag the sampler is older than the update and ρ ≠ 1 even then."""
+    convention 8); with a rollout lag the sampler is older than the update and ρ ≠ 1 even then.
+    grad_norm: median over steps of the pre-clip gradient norm (grad/norm: a step's mean over its
+    updates); clip_binds: the share of steps where it exceeds train.grad_clip (the norm clip acts),
+    nan without a clip."""
     st = finished(data.steps)
     rows = []
     for cell in [c.name for c in suite.cells]:
@@ -471,12 +474,19 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
                    "updates_per_batch": r.needs.updates_per_batch}
             for k, m in CLIP_METRICS.items():
                 row[k] = stats.mean(g[m].to_numpy()) if g.height else math.nan
+            norms = g["grad/norm"].drop_nulls().drop_nans() if g.height and "grad/norm" in g.columns \
+                else pl.Series([], dtype=pl.Float64)
+            clip = cfg.train.grad_clip
+            row["grad_clip"] = float(clip) if clip else math.nan
+            row["grad_norm"] = float(norms.median()) if norms.len() else math.nan
+            row["clip_binds"] = float((norms > clip).mean()) if clip and norms.len() else math.nan
             n = r.needs.updates_per_batch
             row["note"] = ("zero by construction: one update per batch" if n == 1 and lag == 0
                            else f"{n} update{'s' if n > 1 else ''} per batch" + (f", rollout lag {lag}" if lag else ""))
             rows.append(row)
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "objective": pl.String,
                                       "updates_per_batch": pl.Int64, **{k: pl.Float64 for k in CLIP_METRICS},
+                                      "grad_clip": pl.Float64, "grad_norm": pl.Float64, "clip_binds": pl.Float64,
                                       "note": pl.String})
 
 

@@ -64,3 +64,22 @@ def test_a_claim_kind_must_be_claim_or_sanity(tmp_path):
                  'metric = "auc"\nexpect = "greater"\nkind = "finding"\n')
     with pytest.raises(ValueError, match="claims.x.kind"):
         suites.load(p)
+
+
+def test_the_clipping_table_shows_where_the_norm_clip_binds():
+    """Recomputed from the committed steps: the share of steps whose pre-clip gradient norm exceeds
+    train.grad_clip (1.0), per recipe (issue 23 item 3)."""
+    import json
+
+    text = Path("reports/math-small/report.md").read_text()
+    assert "| grad norm (median, pre-clip) | norm clip binds |" in text
+    runs = Path("reports/math-small/data/runs")
+    binds = {}
+    for d in sorted(runs.iterdir()):
+        meta = json.loads((d / "run.json").read_text())
+        if meta["config"]["tags"]["cell"] != "addition/nano/on_policy" or meta["recipe_name"] not in ("rloo", "reinforce"):
+            continue
+        norms = pl.read_parquet(d / "steps.parquet")["grad/norm"].drop_nans()
+        binds.setdefault(meta["recipe_name"], []).extend((norms > meta["config"]["train"]["grad_clip"]).to_list())
+    assert sum(binds["rloo"]) / len(binds["rloo"]) == 1.0 and sum(binds["reinforce"]) == 0
+    assert "It binds on most steps of" in text and "rloo" in text
