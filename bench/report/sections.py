@@ -127,8 +127,11 @@ def declared_text(ctx: Context) -> str:
 def _settings_text(su) -> str:
     """Whether the recipes run at tuned settings or at their defaults, in one sentence."""
     if su.tuned_from is None:
-        return ("Settings: every recipe runs at its defaults and the suite's `[overrides]`, one shared learning rate "
-                "per cell, untuned (no tuned settings file).")
+        lrs = {c.name: {su.run_config(c, r, su.seeds[0]).train.lr for r in su.cell_recipes(c)} for c in su.cells}
+        shared = all(len(v) == 1 for v in lrs.values())
+        return ("Settings: every recipe runs at its defaults and the suite's `[overrides]`, "
+                + ("one shared learning rate per cell" if shared else "learning rates as the suite sets them")
+                + ", untuned (no tuned settings file).")
     from bench.suite import tuned_beside
 
     pairs = sorted({r for _, r in su.cell_overrides})
