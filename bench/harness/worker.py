@@ -106,9 +106,9 @@ def run_stack_job(cfg_dicts: list[dict], root: str, wait: bool = False, options:
     opts = options or {}
     outcomes: dict[str, dict] = {}
     train: list = []
+    cfgs = [RunConfig.from_dict(d) for d in cfg_dicts]
     with contextlib.ExitStack() as locks:
-        for d in cfg_dicts:
-            cfg = RunConfig.from_dict(d)
+        for cfg in cfgs:
             base = _base(cfg)
             if not locks.enter_context(run_lock(root_p, cfg.run_id, wait=wait)):
                 outcomes[cfg.run_id] = {**base, "status": "locked"}
@@ -136,11 +136,10 @@ def run_stack_job(cfg_dicts: list[dict], root: str, wait: bool = False, options:
                 else:
                     outcomes[cfg.run_id] = {**base, "status": res.status, "reason": res.reason,
                                             "acc": res.final.get("eval/acc_greedy")}
-    for d in cfg_dicts:  # the resumable ones, alone, after the stack released its locks
-        rid = RunConfig.from_dict(d).run_id
-        if outcomes.get(rid, ...) is None:
-            outcomes[rid] = run_one(d, root, wait, options)
-    return [outcomes[RunConfig.from_dict(d).run_id] for d in cfg_dicts]
+    for d, cfg in zip(cfg_dicts, cfgs):  # the resumable ones, alone, after the stack released its locks
+        if outcomes[cfg.run_id] is None:
+            outcomes[cfg.run_id] = run_one(d, root, wait, options)
+    return [outcomes[c.run_id] for c in cfgs]
 
 
 def _base(cfg) -> dict:
