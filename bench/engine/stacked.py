@@ -46,7 +46,8 @@ PASS_BYTES = 32 << 20
 # The fewest rows per replica the sampler decodes once rows start leaving. A CPU matmul with 1-3 rows
 # takes another kernel path than one with 4 or more and rounds differently (measured: every
 # (in, out) shape of nano..small), so with this floor a replica's rows always take the same path,
-# whichever replicas share the stack (bitwise replica independence; NativeBackend itself drops to 1).
+# whichever replicas share the stack (bitwise replica independence on this machine's CPU; another CPU's
+# BLAS may draw its kernel lines elsewhere and round ~1e-6 apart, as CI's did; NativeBackend drops to 1).
 MIN_ROWS = 4
 
 

@@ -173,9 +173,12 @@ def test_sampler_reproduces_native_backend_per_replica(scale):
 
 def test_replica_outputs_do_not_depend_on_companions():
     """Replica (model 0, seed 100) stacked alone, with companions of the same prompt width, first or
-    last: bitwise the same samples and log-probs, also once its live rows fall under MIN_ROWS (6 rows,
-    long enough for most to finish). Companions with wider prompts pad its prompts further left and
-    the prefill's attention (SDPA) then rounds differently: same samples, log-probs within ~1e-6."""
+    last: the same samples and log-probs, also once its live rows fall under MIN_ROWS (6 rows, long
+    enough for most to finish). Bitwise on this machine's CPU, but not on CI's: which matmul kernel a
+    batch shape takes is the BLAS library's choice per CPU, so the test asks for the same samples and
+    log-probs within 5e-6 (as `_differing_rows` does), and a machine may fail the bitwise claim without
+    the runs it serves changing. Companions with wider prompts pad its prompts further left and the
+    prefill's attention (SDPA) rounds differently here too (measured 9.5e-7)."""
     ms = _models("nano", range(6))
     target, L = _prompts(0, 3, n=2), 200
     stop = _stop_token(ms[0], _prompts(0, 3, n=8), 64)
@@ -190,14 +193,12 @@ def test_replica_outputs_do_not_depend_on_companions():
     assert int((~alone.truncated).sum()) >= 4  # its live rows fell to 2 or fewer before the end
     for idx, prompts in [([0, 1, 2], [target, _prompts(1, 1, n=2), _prompts(2, 3, n=2)]),
                          ([3, 4, 0], [_prompts(3, 2, n=2), _prompts(4, 3, n=2), target])]:
-        got = run(idx, prompts)
-        assert torch.equal(got.tokens, alone.tokens) and torch.equal(got.logp, alone.logp)
-        assert torch.equal(got.truncated, alone.truncated)
-    assert _differing_rows(run([5, 0], [_prompts(5, 9, n=2), target]), alone) == 0  # log-probs: 9.5e-7 apart
+        assert _differing_rows(run(idx, prompts), alone) == 0
+    assert _differing_rows(run([5, 0], [_prompts(5, 9, n=2), target]), alone) == 0
 
     target = _prompts(0, 3, n=8)
     # the training forward: companions with other prompts of the same width and more real tokens give
-    # bitwise its log-probs; longer completions (padding it to T = 14) lengthen the completions'
+    # its log-probs (bitwise on this machine's CPU); longer completions (padding it to T = 14) lengthen the completions'
     # attention keys, which rounds differently (measured 4.8e-7, as wider prompts do)
     ids, att, comp = _batch([target], T=10)
     (ref,), _ = StackedLM.from_models(ms[:1]).logprobs(ids, att, comp)
@@ -208,8 +209,6 @@ def test_replica_outputs_do_not_depend_on_companions():
         ids2[1], att2[1] = ids[0], att[0]
         comp2[1] = torch.nn.functional.pad(comp[0], (0, T - 10), value=TOK.pad_token_id)
         got, _ = stack.logprobs(ids2, att2, comp2)
-        if T == 10:
-            assert torch.equal(got[1], ref)
         assert torch.allclose(got[1, :, :10], ref, atol=2e-6, rtol=0)
 
 
