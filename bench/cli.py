@@ -26,7 +26,7 @@ def _int_at_least(lo: int):
     return parse
 
 
-LADDER_DEFAULT = (200, 400, 800, 1600, 3200)  # bench.calibration.LADDER (not imported: keeps `bench --help` fast)
+LADDER_DEFAULT = (200, 400, 800, 1600, 3200)  # bench.ladder.LADDER (not imported: keeps `bench --help` fast)
 
 
 def _ints(text: str) -> list[int]:
@@ -146,7 +146,7 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from bench import calibration, models, preflight, tasks
+    from bench import calibration, ladder, models, preflight, tasks
     from bench.config import WarmStartConfig, parse_assignments
     from bench.typed import unflatten
 
@@ -170,10 +170,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"calibrating the warm start of {task.name} {task.config} at {scale.name}: lrs {', '.join(map(str, args.lrs))}, "
           f"steps {', '.join(map(str, args.steps))}; target format rate >= {args.min_format}, pass@1 in [{lo}, {hi}] "
           f"(n {args.n}, k {args.k}, T = 1)", file=sys.stderr)
-    entry = calibration.calibrate(task, scale, ws, lrs=tuple(args.lrs), ladder=tuple(args.steps), n=args.n, k=args.k,
-                                  min_format=args.min_format, target=(lo, hi),
-                                  cache=Path(args.cache) if args.cache else None, device=args.device,
-                                  log=lambda m: print(m, file=sys.stderr))
+    entry = ladder.calibrate(task, scale, ws, lrs=tuple(args.lrs), ladder=tuple(args.steps), n=args.n, k=args.k,
+                             min_format=args.min_format, target=(lo, hi),
+                             cache=Path(args.cache) if args.cache else None, device=args.device,
+                             log=lambda m: print(m, file=sys.stderr))
     print(calibration.describe(entry))
     if args.dry_run:
         print("not recorded (--dry-run)")
@@ -363,7 +363,9 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         print("\ninterrupted: finished runs are kept; rerun the same command to resume", file=sys.stderr)
         return 130
     if not args.no_report:
-        runner.write_report(s, root)
+        from bench import report
+
+        report.build_if_results(s, root)
     return rc
 
 

@@ -27,7 +27,7 @@ from bench import rewards as reward_fns
 from bench.typed import ConfigError, Section, merge, unflatten
 
 BudgetKind = Literal["flops", "steps", "tokens"]
-HASHED_TAGS = ("study", "trial")  # bench tune's trial identity (see RunConfig._hashed)
+HASHED_TAGS = ("study", "trial")  # bench tune's trial identity (see run_id_of)
 MAX_SEED = 2**63 - 1  # torch.manual_seed takes up to 2**64 - 1; derived seeds stay in int64
 _BUDGET_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*(flops|steps|tokens)?\s*$")
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
@@ -178,7 +178,7 @@ class WarmStartConfig(Section):
 
     WHERE: ClassVar[str] = "warmstart"
     LATER: ClassVar[tuple[str, ...]] = ("calibrated",)
-    steps: int | None = Field(None, ge=0)  # None: bench.warmstart.STEPS[task][scale]
+    steps: int | None = Field(None, ge=0)  # None: the task's warm_start_steps for the scale (bench/tasks/base.py)
     batch_size: int = Field(64, ge=1)
     lr: float = Field(3e-3, gt=0)
     warmup_steps: int = Field(20, ge=0)
@@ -197,13 +197,12 @@ class WarmStartConfig(Section):
     calibrated: bool = False
 
     def resolve(self, task_name: str, scale_name: str) -> WarmStartConfig:
-        """Steps filled in from bench.warmstart's per-(task, scale) table when not given."""
+        """Steps filled in from the task's per-scale table (Task.warm_start_steps) when not given."""
         if self.steps is not None:
             return self
-        from bench.warmstart import DEFAULT_STEPS, STEPS
+        from bench import tasks
 
-        table = STEPS.get(task_name, {})
-        steps = table.get(scale_name, table.get("*", DEFAULT_STEPS))
+        steps = tasks.warm_start_steps(task_name, scale_name)
         # with bare-answer demonstrations mixed in, train longer so that as many worked solutions
         # are seen as in the all-worked warm start the table was tuned for
         return self.replace(steps=round(steps / (1 - self.direct_frac)))
@@ -540,26 +539,24 @@ class RunConfig(Section):
         """The config a run.json stores (or `to_dict` wrote); `from_dict(c.to_dict()) == c`."""
         return cls.build(d, where="")
 
-    def _hashed(self, with_seed: bool) -> str:
-        d = self.to_dict()
-        for k in ("tags", "device", "threads") + (() if with_seed else ("seed",)):
-            d.pop(k)
-        # a tuning trial is a run of its own, even when it samples a config that another trial (or a
-        # suite) already ran: its record belongs to the trial. Absent for every other run.
-        trial = {k: self.tags[k] for k in HASHED_TAGS if k in self.tags}
-        if trial:
-            d["trial"] = trial
-        return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
-
     @property
     def run_id(self) -> str:
-        return self._hashed(with_seed=True)
+        return run_id_of(self.to_dict())
 
     @property
     def config_id(self) -> str:
-        return self._hashed(with_seed=False)
+        return run_id_of(self.to_dict(), with_seed=False)
 
     # -- overrides ------------------------------------------------------------------------------
+    @classmethod
+    def compose(cls, patch: dict[str, Any] | None = None, **fields: Any) -> RunConfig:
+        """A run's config from its fields (sections as objects or tables) with `patch` (nested tables or
+        dotted keys) deep-merged on top, validated once: what a suite builds for each of its runs.
+        Equal to `RunConfig(**fields).with_values(patch)` without building the config in between."""
+        if not patch:
+            return cls(**fields)
+        return cls.from_dict(merge({k: _table(v) for k, v in fields.items()}, unflatten(patch)))
+
     def with_values(self, patch: dict[str, Any]) -> RunConfig:
         """Deep-merge `patch` (nested tables, or dotted keys: {"train.lr": 1e-4}) and validate once."""
         return RunConfig.from_dict(merge(self.full_dict(), unflatten(patch)))
@@ -567,6 +564,31 @@ class RunConfig(Section):
     def with_overrides(self, assignments: list[str]) -> RunConfig:
         """`--set` text: `path=value` (train.lr=1e-4, recipe.objective.eps_high=0.28), parsed once."""
         return self.with_values(parse_assignments(assignments))
+
+
+def run_id_of(tree: dict, with_seed: bool = True) -> str:
+    """The run id of a canonical config tree (RunConfig.to_dict; run.json's `config`), without
+    building the config: 12 hex digits over everything but the tags, device and threads (and the
+    seed, for the config id)."""
+    d = {k: v for k, v in tree.items() if k not in ("tags", "device", "threads") + (() if with_seed else ("seed",))}
+    # a tuning trial is a run of its own, even when it samples a config that another trial (or a
+    # suite) already ran: its record belongs to the trial. Absent for every other run.
+    tags = tree.get("tags", {})
+    trial = {k: tags[k] for k in HASHED_TAGS if k in tags}
+    if trial:
+        d["trial"] = trial
+    return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
+
+
+def _table(value: Any) -> Any:
+    """A RunConfig field as `full_dict` writes it: what a patch merges into."""
+    if isinstance(value, algorithms.Recipe):
+        return json.loads(value.to_json())
+    if isinstance(value, Budget):
+        return value.canonical()
+    if isinstance(value, Section):
+        return value.model_dump()
+    return dict(value) if isinstance(value, dict) else value
 
 
 def parse_assignments(assignments: list[str]) -> dict[str, Any]:
@@ -590,5 +612,5 @@ def parse_value(raw: str) -> Any:
 
 __all__ = ["Budget", "ConfigError", "EvalConfig", "EvalSchedule", "HASHED_TAGS", "MAX_SEED", "Regime", "ReportSettings",
            "Resources", "Seed",
-           "RolloutConfig", "RunConfig", "TrainConfig", "WarmStartConfig", "check_device", "parse_assignments",
+           "RolloutConfig", "RunConfig", "run_id_of", "TrainConfig", "WarmStartConfig", "check_device", "parse_assignments",
            "parse_value"]

@@ -231,10 +231,6 @@ class Suite:
     def run_config(self, cell: Cell, recipe: str, seed: int) -> RunConfig:
         tags = {"suite": self.name, "cell": cell.name} | ({"regime": cell.regime.name} if cell.regime else {})
         train = self.train if cell.lr is None else self.train.replace(lr=cell.lr)
-        cfg = RunConfig(recipe=self.recipe(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
-                        seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=train,
-                        eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, tags=tags, rewards=self.rewards,
-                        device=self.device, threads=self.resources.threads)
         patch = self.overrides.get(recipe, {})
         tuned = self.cell_overrides.get((cell.name, recipe))
         if tuned is not None:
@@ -243,7 +239,10 @@ class Suite:
             patch = merge(patch, cell.regime.patch())
             if cell.regime.warmstarts:
                 patch = merge(patch, {"warmstart": {"seed": self.warmstart_seed(cell, seed)}})
-        return cfg.with_values(patch) if patch else cfg
+        return RunConfig.compose(patch, recipe=self.recipe(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
+                                 seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=train,
+                                 eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, tags=tags,
+                                 rewards=self.rewards, device=self.device, threads=self.resources.threads)
 
     def warmstart_seed(self, cell: Cell | str, seed: int) -> int:
         """The warm start a run of `seed` starts from in `cell` (its warmstart.seed)."""

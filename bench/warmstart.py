@@ -46,24 +46,10 @@ WARMSTART_VERSION = 3  # 2: Qwen2Tokenizer-based tokenizers; 3: keys carry the c
 # The code on the SFT path: every module a warm start executes (a package: all its modules). A
 # change to any of them changes every key. tests/test_warmstart.py traces a warm start and fails
 # when it executes a file of ours that this list misses.
-SFT_MODULES = ("bench.config", "bench.engine.evaluate", "bench.engine.fused", "bench.engine.policy",
+SFT_MODULES = ("bench.config", "bench.engine.evaluate", "bench.engine.fused", "bench.engine.padding", "bench.engine.policy",
                "bench.engine.rollout", "bench.models", "bench.tasks", "bench.typed", "bench.warmstart")
 # Libraries whose arithmetic or data the checkpoint depends on (exact versions).
 SFT_PACKAGES = ("torch", "transformers", "tokenizers", "safetensors", "reasoning-gym", "math-verify")
-
-# SFT steps per (task, scale), tuned by hand so held-out greedy accuracy lands in 15–70% on the two
-# smallest scales (see the closing note of the skeleton issue for measured values). Scales not
-# listed use the task's "*" entry; tasks not listed use DEFAULT_STEPS. New suites should not rely on
-# it: `bench calibrate` measures steps per (task, scale) and `warmstart.calibrated = true` uses them
-# (bench/calibration.py); the table stays because the published suites' warm starts were trained from it.
-STEPS: dict[str, dict[str, int]] = {
-    "addition": {"nano": 800, "micro": 450, "*": 450},
-    "chain_sum": {"nano": 1500, "micro": 800, "*": 800},
-    "countdown": {"nano": 1000, "micro": 600, "*": 600},
-    "gsm8k": {"*": 300},
-    "verbose_addition": {"nano": 800, "micro": 450, "*": 450},
-}
-DEFAULT_STEPS = 300
 
 
 def cache_dir() -> Path:

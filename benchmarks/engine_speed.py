@@ -63,7 +63,8 @@ from bench import models, tasks  # noqa: E402
 from bench.config import Budget, RunConfig, TrainConfig  # noqa: E402
 from bench.engine.ledger import Ledger, ModelShape  # noqa: E402
 from bench.engine.policy import Policy, sequence_logprobs  # noqa: E402
-from bench.engine.rollout import NativeBackend, SamplingParams, left_pad  # noqa: E402
+from bench.engine.padding import left_pad  # noqa: E402
+from bench.engine.rollout import NativeBackend, SamplingParams  # noqa: E402
 from bench.warmstart import WarmStartConfig  # noqa: E402
 
 

@@ -50,7 +50,8 @@ if str(REPO) not in sys.path:  # run as a file from a checkout without `pip inst
 from bench import models, tasks  # noqa: E402
 from bench.config import WarmStartConfig  # noqa: E402
 from bench.engine.policy import Policy, sequence_logprobs  # noqa: E402
-from bench.engine.rollout import NativeBackend, SamplingParams, left_pad  # noqa: E402
+from bench.engine.padding import left_pad  # noqa: E402
+from bench.engine.rollout import NativeBackend, SamplingParams  # noqa: E402
 from bench.engine.stacked import StackedLM  # noqa: E402
 from bench.warmstart import sft  # noqa: E402
 

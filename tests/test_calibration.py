@@ -4,8 +4,8 @@ import json
 import pytest
 
 import algorithms
-from bench import calibration
-from bench.calibration import Rung, choose
+from bench import calibration, ladder
+from bench.ladder import Rung, choose
 from bench.cli import main
 from bench.config import Budget, RunConfig, WarmStartConfig
 
@@ -102,8 +102,6 @@ class _nothing:
 def test_a_ladder_that_steps_over_the_range_is_refined_between_the_rungs(monkeypatch, tmp_path):
     import types
 
-    import bench.engine.evaluate as ev
-    import bench.warmstart as wsmod
     from bench import models, tasks
 
     def pass1(steps):
@@ -116,12 +114,12 @@ def test_a_ladder_that_steps_over_the_range_is_refined_between_the_rungs(monkeyp
         def load(self, device):
             return types.SimpleNamespace(steps=self.steps)
 
-    monkeypatch.setattr(wsmod, "warm_start", lambda task, scale, cfg, **kw: Fake(cfg.steps))
-    monkeypatch.setattr(ev, "evaluate", lambda policy, task, test, cfg, seed=0: {
+    monkeypatch.setattr(ladder, "warm_start", lambda task, scale, cfg, **kw: Fake(cfg.steps))
+    monkeypatch.setattr(ladder, "evaluate", lambda policy, task, test, cfg, seed=0: {
         "eval/format_rate": 0.99, "eval/format_greedy": 1.0, "eval/avg_k": pass1(policy.steps), "eval/pass_k": 0.9,
         "eval/acc_greedy": 0.5, "eval/acc_formatted": pass1(policy.steps)})
-    entry = calibration.calibrate(tasks.get("addition"), models.get("nano"), WarmStartConfig(), lrs=(3e-3,),
-                                  ladder=(200, 400, 800, 1600), n=4, k=2, log=lambda m: None)
+    entry = ladder.calibrate(tasks.get("addition"), models.get("nano"), WarmStartConfig(), lrs=(3e-3,),
+                             ladder=(200, 400, 800, 1600), n=4, k=2, log=lambda m: None)
     assert (entry["steps"], entry["status"]) == (1130, "ok")  # the geometric midpoint of 800 and 1600
     assert [r["steps"] for r in entry["rungs"]] == [200, 400, 800, 1600, 1130]
 

@@ -5,7 +5,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from bench import cli, models, tasks
-from bench.warmstart import STEPS, WarmStartConfig, demonstration, warm_start, warmstart_key
+from bench.warmstart import WarmStartConfig, demonstration, warm_start, warmstart_key
 
 CFG = WarmStartConfig(steps=6, eval_examples=10)
 
@@ -50,7 +50,7 @@ def test_direct_frac_mixes_bare_answers_into_the_demonstrations():
     assert [demonstration(e, mixed) for e in examples[:50]] == demos[:50]
     assert [demonstration(e, WarmStartConfig(direct_frac=0.6, seed=1)) for e in examples] != demos
     # as many worked demonstrations are seen as in the all-worked warm start: steps / (1 - frac)
-    assert mixed.resolve("addition", "nano").steps == round(STEPS["addition"]["nano"] / 0.4)
+    assert mixed.resolve("addition", "nano").steps == round(800 / 0.4)
     task, scale = tasks.get("addition", difficulty="easy"), models.get("nano")
     assert warmstart_key(task, scale, WarmStartConfig(steps=6, eval_examples=10, direct_frac=0.5)) != \
         warmstart_key(task, scale, CFG)
@@ -58,12 +58,26 @@ def test_direct_frac_mixes_bare_answers_into_the_demonstrations():
         WarmStartConfig(direct_frac=1.0)
 
 
-def test_default_steps_come_from_the_table():
-    from bench.warmstart import STEPS
-
-    resolved = WarmStartConfig().resolve("addition", "nano")
-    assert resolved.steps == STEPS["addition"].get("nano", STEPS["addition"].get("*"))
+def test_default_steps_come_from_the_tasks_table():
+    # the values the published suites' warm starts were trained with (Task.warm_start_steps)
+    assert WarmStartConfig().resolve("addition", "nano").steps == 800
+    assert WarmStartConfig().resolve("addition", "small").steps == 450  # its "*" entry
+    assert WarmStartConfig().resolve("chain_sum", "micro").steps == 800
+    assert WarmStartConfig().resolve("gcd", "nano").steps == 300  # no table: the base class's
     assert WarmStartConfig(steps=5).resolve("addition", "nano").steps == 5
+
+
+def test_a_task_without_a_default_steps_entry_is_refused():
+    from bench.tasks import registry
+    from bench.tasks.addition import Addition
+
+    class NoDefault(Addition):
+        name = "no_default_steps"
+        warm_start_steps = {"nano": 10}
+
+    with pytest.raises(ValueError, match="warm_start_steps needs a '\\*' entry"):
+        registry.register(NoDefault)
+    assert "no_default_steps" not in tasks.names()
 
 
 def test_cli_warmstart_prints_accuracy_time_and_path(tmp_path, capsys):

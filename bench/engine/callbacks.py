@@ -3,20 +3,38 @@ a caller's hook on evaluations (a tuner's pruning), the live stream of rows, res
 trackers (trackers.py). `Trainer.run` calls `on_start` once set up (or restored from a
 checkpoint), `on_step` after every step, `on_eval` after every evaluation and `on_end` when the
 budget is spent; each callback reads what it needs from the trainer (`fraction()`, `evaluate()`),
-so the loop itself stays four lines; `close()` follows, however the run ended. A callback with state that a resumed run needs returns it
-from `state_dict()` (plain values: it goes into the checkpoint).
+so the loop itself stays four lines; `close()` follows, however the run ended. A callback with state
+that a resumed run needs returns it from `state_dict()` (plain values: it goes into the checkpoint).
+
+Callbacks see the trainer through `Trainer` below, the protocol of what they read, so this module
+sits under trainer.py and never imports it.
 """
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import TYPE_CHECKING
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
 
 from bench import results
 
-if TYPE_CHECKING:
-    from bench.engine.trainer import Trainer
+
+class Trainer(Protocol):
+    """What a callback may read or call on the trainer (bench/engine/trainer.py implements it)."""
+
+    cfg: Any  # the run's RunConfig
+    steps: list[dict]  # the rows so far: every step, every evaluation, the evaluations' greedy samples
+    evals: list[dict]
+    samples: list[dict]
+
+    def fraction(self) -> float:
+        """Share of the compute budget spent."""
+
+    def evaluate(self, frac: float) -> dict:
+        """Evaluate now, label the row with `frac`, call every callback's on_eval; the row."""
+
+    def save_state(self, every: int) -> Path:
+        """Write the resume checkpoint; its path."""
 
 
 class Callback:
@@ -115,7 +133,7 @@ class Checkpoints(Callback):
 
 
 class OnEval(Callback):
-    """A caller's function of each evaluation row; it may raise trainer.Stopped to end the run."""
+    """A caller's function of each evaluation row; it may raise bench.engine.trainer.Stopped to end the run."""
 
     def __init__(self, fn: Callable[[dict], None]):
         self.fn = fn

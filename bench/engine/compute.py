@@ -16,7 +16,8 @@ import contextlib
 import torch
 
 from bench.engine.policy import Policy, sequence_logprobs
-from bench.engine.rollout import RolloutBackend, batch_logprobs, make_backend
+from bench.engine.backends import make_backend
+from bench.engine.rollout import RolloutBackend, batch_logprobs
 
 
 class Local:

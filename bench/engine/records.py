@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 import algorithms
-from bench.engine.rollout import pad_cat
+from bench.engine.padding import pad_cat
 
 
 @dataclass(frozen=True)

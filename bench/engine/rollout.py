@@ -4,7 +4,7 @@ A backend implements `RolloutBackend`: `generate(prompts, params) -> Generation`
 weights it was last given by `sync(model)`, and `behaviour_logprobs(batch, ...)` says which
 log-probs the update uses as logp_old. The training step sees only these three calls, so a vLLM
 backend (or a producer on another worker) slots in beside `NativeBackend` without touching it.
-`make_backend` builds one by name.
+`bench.engine.backends.make_backend` builds one by name.
 """
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ import torch
 from transformers import DynamicCache
 
 from bench.engine.fused import FusedLM, full_mask, unsupported
+from bench.engine.padding import left_pad, pad_cat
 from bench.engine.policy import sequence_logprobs
+
 if TYPE_CHECKING:
-    from bench.engine.policy import Policy
     from bench.engine.records import Batch
 
 
@@ -83,24 +84,6 @@ class RolloutBackend(Protocol):
 
     def behaviour_logprobs(self, batch: Batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
         """logp_old for the update on `batch`, whose Rollouts.logp_old hold the sampler's log-probs."""
-
-
-def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, P) ids and attention mask, left-padded."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    att = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        att[i, width - len(s):] = 1
-    return ids, att
-
-
-def pad_cat(ts: list[torch.Tensor], value: float, left: bool = False) -> torch.Tensor:
-    """Concatenate (n_i, T_i) tensors along rows, padding columns to the widest (right, or left)."""
-    width = max(t.shape[1] for t in ts)
-    return torch.cat([torch.nn.functional.pad(t, (width - t.shape[1], 0) if left else (0, width - t.shape[1]),
-                                              value=value) for t in ts])
 
 
 def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -340,7 +323,6 @@ class NativeBackend:
         return Generation(tokens=tokens[:, :width], mask=mask[:, :width], logp=logp[:, :width], truncated=~ended)
 
 
-BACKENDS = ("native", "vllm")
 
 
 @torch.no_grad()
@@ -356,18 +338,3 @@ def batch_logprobs(model: torch.nn.Module, batch: Batch, temperature: float, mic
 def recompute_logprobs(model: torch.nn.Module, batch: Batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
     """logp_old recomputed by `model` (the trainer's weights the sampler was given)."""
     return BehaviourLogprobs(batch_logprobs(model, batch, temperature, micro_batch_size), recomputed=True)
-
-
-def make_backend(name: str, policy: Policy, seed: int = 0, device: str = "cpu",
-                 precision: str = "fp32") -> RolloutBackend:
-    """The rollout backend called `name`, sampling from `policy` until its first `sync`; `precision`
-    (native only) rounds the sampler's weights, so its log-probs differ from the trainer's."""
-    if name == "native":
-        return NativeBackend(policy.model, policy.pad_id, policy.eos_id, precision=precision)
-    if precision != "fp32":
-        raise ValueError(f"rollout precision {precision!r} needs the native backend (vLLM samples in fp32 here)")
-    if name == "vllm":  # imported lazily: vLLM lives in its own venv
-        from bench.engine.vllm_backend import VLLMBackend
-
-        return VLLMBackend(policy, seed=seed, device=device)
-    raise ValueError(f"rollout backend {name!r} is not available; valid: {', '.join(BACKENDS)}")

@@ -30,7 +30,8 @@ import torch
 from bench.config import RunConfig
 from bench.engine.compute import Local
 from bench.engine.policy import Policy, sequence_logprobs
-from bench.engine.rollout import RolloutBackend, SamplingParams, batch_logprobs, make_backend
+from bench.engine.backends import make_backend
+from bench.engine.rollout import RolloutBackend, SamplingParams, batch_logprobs
 
 
 @dataclass(eq=False)

@@ -34,7 +34,8 @@ import torch
 import torch.nn.functional as F
 
 from bench.engine.fused import full_mask, rope_table, unsupported
-from bench.engine.rollout import DROP_AT, Generation, NativeBackend, SamplingParams, left_pad
+from bench.engine.padding import left_pad
+from bench.engine.rollout import DROP_AT, Generation, NativeBackend, SamplingParams
 
 # Largest activation one stacked training pass may allocate. glibc hands out blocks above 32 MB
 # (its largest mmap threshold on 64-bit) as fresh pages and returns them on free, so a pass over all R

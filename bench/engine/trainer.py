@@ -42,7 +42,8 @@ from bench.engine.ledger import Ledger, ModelShape
 from bench.engine.compute import Local
 from bench.engine.policy import Policy
 from bench.engine.records import Batch, Round
-from bench.engine.rollout import SamplingParams, left_pad
+from bench.engine.padding import left_pad
+from bench.engine.rollout import SamplingParams
 from bench.warmstart import warm_start
 
 

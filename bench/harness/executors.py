@@ -30,9 +30,9 @@ def cpu_count() -> int:
 
 
 def _crashed(job: Job, why: str) -> list[dict]:
-    from bench.config import RunConfig
+    from bench.config import run_id_of
 
-    return [{"run_id": RunConfig.from_dict(cfg).run_id, "recipe": cfg["recipe"]["name"], "cell": cfg["tags"].get("cell"),
+    return [{"run_id": run_id_of(cfg), "recipe": cfg["recipe"]["name"], "cell": cfg["tags"].get("cell"),
              "seed": cfg["seed"], "status": "crashed", "reason": why, "acc": None, "wall_s": None} for cfg in job[0]]
 
 

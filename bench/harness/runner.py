@@ -61,6 +61,12 @@ def make_plan(suite: Suite, n_pending: int, executor: str = "local", workers: in
                 gpus_per_run or suite.resources.gpus_per_run, stack or suite.resources.stack)
 
 
+def job_configs(cfgs: list[RunConfig], plan: Plan) -> dict[str, dict]:
+    """run id -> the config a worker builds its run from: the run's canonical tree with the plan's
+    threads and device (execution settings, not hashed), so the parent builds no config again."""
+    return {c.run_id: {**c.to_dict(), "threads": plan.threads, "device": plan.device} for c in cfgs}
+
+
 def execution_order(suite: Suite, cfgs: list[RunConfig]) -> list[RunConfig]:
     """Seed-major, then recipe, then cell: the first runs touch every cell (so warm starts train in
     parallel), and seed 0 of every recipe finishes before seed 1 starts (useful partial results)."""
@@ -217,7 +223,7 @@ def run_suite(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, retry
               file=out)
     t0 = time.monotonic()
     progress = Progress(len(cfgs), n_done, out)
-    dicts = {c.run_id: c.replace(threads=plan.threads, device=plan.device).to_dict() for c in pending}
+    dicts = job_configs(pending, plan)
     jobs = [[dicts[c.run_id] for c in job] for job in pack(execution_order(suite, pending), plan.stack)]
     try:
         with _executor(plan) as ex:
@@ -264,34 +270,3 @@ def _summarise(outcomes: list[dict], cfgs: list[RunConfig], root: Path, seconds:
 
 def _status(root: Path, run_id: str) -> str:
     return json.loads((results.run_dir(root, run_id) / "run.json").read_text()).get("status", "")
-
-
-def write_report(suite: Suite, root: Path, out=None, cfgs: list[RunConfig] | None = None) -> Path | None:
-    """`bench.report.build(suite, root)`, unless none of the suite's runs (cfgs, default: its whole
-    expansion) has a result: then an existing report is never replaced by an empty one, and no
-    empty one is written (the line printed says so). Returns the report directory, or None."""
-    out = out or sys.stdout
-    cfgs = suite.expand() if cfgs is None else cfgs
-    with_result = [c for c in cfgs if results.is_finished(root, c.run_id) and _status(root, c.run_id) != "failed"]
-    if not with_result:
-        from bench.report import default_dir
-
-        there = default_dir(suite.name)
-        kept = f"; the existing report in {there} is kept" if (there / "report.md").is_file() else ""
-        print(f"report: not written: none of the {len(cfgs)} run(s) has a result yet{kept} "
-              f"(`bench report {suite.name}` writes one when they do)", file=out)
-        return None
-    import importlib
-    import importlib.util
-
-    if importlib.util.find_spec("bench.report") is None:
-        print(f"report: not available yet (bench.report is not built); `bench results {suite.name}` "
-              "prints the leaderboard", file=out)
-        return
-    report = importlib.import_module("bench.report")
-    if not hasattr(report, "build"):
-        print("report: bench.report has no build(suite, root); skipped", file=out)
-        return
-    path = report.build(suite, root)
-    print(f"report: {path}", file=out)
-    return path

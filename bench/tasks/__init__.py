@@ -32,7 +32,7 @@ so it registers itself (CONTRIBUTING.md has a worked example).
 
 from .answer import MARKER, extract_answer, parse_int
 from .base import Example, GeneratedTask, Task, TaskConfig
-from .registry import difficulties, get, names, register, task_class
+from .registry import difficulties, get, names, register, task_class, warm_start_steps
 
 import importlib as _importlib
 import pkgutil as _pkgutil
@@ -41,4 +41,4 @@ for _module in sorted(m.name for m in _pkgutil.iter_modules(__path__)):  # each 
     _importlib.import_module(f"{__name__}.{_module}")
 
 __all__ = ["MARKER", "Example", "GeneratedTask", "Task", "TaskConfig", "difficulties",
-           "extract_answer", "get", "names", "parse_int", "register", "task_class"]
+           "extract_answer", "get", "names", "parse_int", "register", "task_class", "warm_start_steps"]

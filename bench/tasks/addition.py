@@ -61,6 +61,7 @@ class Addition(GeneratedTask):
     """a+b with operands of min_digits..max_digits digits; scratchpad with carries."""
 
     name = "addition"
+    warm_start_steps = {"nano": 800, "micro": 450, "*": 450}  # Task.warm_start_steps
     Config = AdditionConfig
     presets = {
         "easy": dict(min_digits=1, max_digits=2),

@@ -70,6 +70,7 @@ class ChainSum(GeneratedTask):
     """reasoning-gym chain_sum: min_terms..max_terms numbers of min_digits..max_digits digits."""
 
     name = "chain_sum"
+    warm_start_steps = {"nano": 1500, "micro": 800, "*": 800}  # Task.warm_start_steps
     Config = ChainSumConfig
     presets = {
         "easy": dict(min_terms=2, max_terms=3, min_digits=1, max_digits=1),

@@ -123,6 +123,7 @@ class Countdown(GeneratedTask):
     """reasoning-gym countdown: reach a target from min..max_numbers numbers, each used once."""
 
     name = "countdown"
+    warm_start_steps = {"nano": 1000, "micro": 600, "*": 600}  # Task.warm_start_steps
     Config = CountdownConfig
     presets = {
         "easy": dict(min_numbers=2, max_numbers=3, min_value=1, max_value=9, max_target=20),

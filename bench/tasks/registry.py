@@ -22,6 +22,8 @@ def register(cls: type[Task]) -> type[Task]:
     if cls.default_difficulty not in cls.presets:
         raise ValueError(f"task {name!r}: default_difficulty {cls.default_difficulty!r} "
                          f"is not one of its presets {sorted(cls.presets)}")
+    if "*" not in cls.warm_start_steps:
+        raise ValueError(f"task {name!r}: warm_start_steps needs a '*' entry (any other scale), got {cls.warm_start_steps}")
     for difficulty, params in cls.presets.items():
         _check_params(name, cls, params, f"preset {difficulty!r}: ")
     _TASKS[name] = cls
@@ -44,6 +46,13 @@ def task_class(name: str) -> type[Task]:
 def difficulties(name: str) -> dict[str, dict[str, Any]]:
     """A task's difficulty presets: {difficulty: {param: value}}."""
     return {d: dict(p) for d, p in task_class(name).presets.items()}
+
+
+def warm_start_steps(name: str, scale: str) -> int:
+    """SFT steps of the task's default warm start at `scale` (Task.warm_start_steps); an unknown task
+    name gets the base class's, and is refused where the run's config is checked."""
+    table = _TASKS[name].warm_start_steps if name in _TASKS else Task.warm_start_steps
+    return table.get(scale, table["*"])
 
 
 def get(name: str, difficulty: str | None = None, **params: Any) -> Task:

@@ -124,6 +124,7 @@ class VerboseAddition(GeneratedTask):
     """a+b with column working of seeded varied length: terse or spelled lines, 0..2 re-checks."""
 
     name = "verbose_addition"
+    warm_start_steps = {"nano": 800, "micro": 450, "*": 450}  # Task.warm_start_steps
     Config = VerboseAdditionConfig
     presets = {
         "easy": dict(min_digits=1, max_digits=3),

@@ -6,7 +6,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from bench import models
 from bench.engine.fused import FusedLM, full_mask, unsupported
 from bench.engine.policy import Policy, sequence_logprobs
-from bench.engine.rollout import NativeBackend, SamplingParams, left_pad
+from bench.engine.padding import left_pad
+from bench.engine.rollout import NativeBackend, SamplingParams
 
 
 def _policy(scale: str) -> Policy:

@@ -3,7 +3,8 @@ import torch
 
 from bench import models
 from bench.engine.policy import Policy, sequence_logprobs
-from bench.engine.rollout import NativeBackend, SamplingParams, left_pad
+from bench.engine.padding import left_pad
+from bench.engine.rollout import NativeBackend, SamplingParams
 
 
 @pytest.fixture(scope="module")

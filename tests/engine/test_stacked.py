@@ -13,7 +13,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from bench import models
 from bench.engine.policy import Policy, sequence_logprobs
-from bench.engine.rollout import NativeBackend, SamplingParams, left_pad
+from bench.engine.padding import left_pad
+from bench.engine.rollout import NativeBackend, SamplingParams
 from bench.engine import stacked
 from bench.engine.stacked import StackedLM
 

@@ -200,3 +200,52 @@ def test_suite_rollout_is_a_backend_name_or_a_table(tmp_path):
         load(tmp_path, 'rollout = "sglang"\n' + BASE)
     with pytest.raises(ValueError, match=r": rollout.lagg: unknown field 'lagg'; valid: backend, lag"):
         load(tmp_path, BASE + "[rollout]\nlagg = 1\n")
+
+
+def test_each_run_config_is_built_once_in_the_parent_and_once_in_the_worker(tmp_path, monkeypatch):
+    """Overrides, a regime with its own lr and several warm starts all merge into one tree that is
+    validated once; the parent hands the worker that tree (plus threads and device), which builds the
+    run's config once. Counted at RunConfig's constructor, which every construction passes through:
+    Section defines __init__, so pydantic validates a tree (`build`: from_dict, replace) through it too."""
+    from types import SimpleNamespace
+
+    from bench.config import RunConfig
+    from bench.engine import trainer as trainer_mod
+    from bench.harness import runner, worker
+
+    s = load(tmp_path, BASE + REGIMES.replace("epochs = 2", "epochs = 2\nwarmstarts = 2")
+             + '\n[overrides.dapo]\n"train.weight_decay" = 0.01\n"recipe.objective.eps_high" = 0.3\n')
+    built = []
+    init = RunConfig.__init__
+
+    def counted_init(self, **kw):
+        built.append("init")
+        init(self, **kw)
+
+    first = s.expand()[0].to_dict()
+    monkeypatch.setattr(RunConfig, "__init__", counted_init)
+    RunConfig.from_dict(first)
+    assert built == ["init"]  # a tree's validation is counted
+    built.clear()
+    cfgs = s.expand()
+    assert len(built) == len(cfgs) == 18  # one each, patched or not
+    dapo = [c for c in cfgs if c.recipe.name == "dapo" and c.tags["regime"] == "lag2"]
+    assert dapo[0].train.weight_decay == 0.01 and dapo[0].recipe.objective.eps_high == 0.3 and dapo[0].rollout.lag == 2
+    assert [c.warmstart.seed for c in dapo] == [0, 1]
+    plan = runner.make_plan(s, len(cfgs), workers=1, threads=1)
+    built.clear()
+    jobs = runner.job_configs(cfgs, plan)
+    assert built == [] and all(RunConfig.from_dict(d).run_id == rid for rid, d in jobs.items())
+
+    class FakeTrainer:  # what run_one builds and runs; no training here
+        def __init__(self, cfg, **kw):
+            self.cfg = cfg
+
+        def run(self):
+            return SimpleNamespace(status="finished", reason="", final={"eval/acc_greedy": 0.5})
+
+    monkeypatch.setattr(trainer_mod, "Trainer", FakeTrainer)
+    built.clear()
+    rid, d = next(iter(jobs.items()))
+    out = worker.run_one(d, str(tmp_path / "results"))
+    assert out["run_id"] == rid and out["status"] == "finished" and built == ["init"]

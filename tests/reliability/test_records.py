@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import algorithms
-from bench import results, suite as suites
+from bench import report, results, suite as suites
 from bench.cli import main
 from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
 from bench.engine.trainer import Trainer
-from bench.harness import runner, worker
+from bench.harness import worker
 from bench.harness.locks import run_lock
 from bench.warmstart import WarmStartConfig
 
@@ -131,7 +131,7 @@ def test_suite_never_writes_an_empty_report_over_a_good_one(tmp_path, monkeypatc
     good = tmp_path / "reports" / "smoke" / "report.md"
     good.parent.mkdir(parents=True)
     good.write_text("a good report\n")
-    assert runner.write_report(smoke, tmp_path / "results") is None
+    assert report.build_if_results(smoke, tmp_path / "results") is None
     assert good.read_text() == "a good report\n"
     out = capsys.readouterr().out
     assert "not written: none of the" in out and "is kept" in out

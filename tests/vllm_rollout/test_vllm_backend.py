@@ -18,7 +18,8 @@ import algorithms
 from bench import results
 from bench.config import Budget, EvalSchedule, RolloutConfig, RunConfig, TrainConfig
 from bench.engine.policy import sequence_logprobs
-from bench.engine.rollout import NativeBackend, SamplingParams, left_pad
+from bench.engine.padding import left_pad
+from bench.engine.rollout import NativeBackend, SamplingParams
 from bench.engine.trainer import Trainer
 from bench.engine.vllm_backend import VLLMBackend
 from bench.warmstart import WarmStartConfig
