@@ -1,8 +1,8 @@
 """results/: one directory per run, written atomically, never rewritten; read lazily with Polars.
 
     results/runs/<run_id>/run.json        config, ids, versions, git commit, hardware, status
-    results/runs/<run_id>/steps.parquet   one row per optimizer-step batch, STEP_COLUMNS
-    results/runs/<run_id>/evals.parquet   one row per held-out evaluation, EVAL_COLUMNS
+    results/runs/<run_id>/steps.parquet   one row per optimizer-step batch: step_schema()
+    results/runs/<run_id>/evals.parquet   one row per held-out evaluation: eval_schema()
     results/runs/<run_id>/samples.jsonl   a few greedy held-out completions per evaluation (to read)
 
 While a run trains, its rows stream to results/live/<run_id>/ (steps.jsonl, evals.jsonl,
@@ -30,70 +30,31 @@ from pathlib import Path
 
 import polars as pl
 
-# Metric columns of steps.parquet, all Float64. NaN where a metric does not apply:
-#   len/correct, len/incorrect   NaN when no completion in the batch is correct / incorrect
-#   policy/clip_frac_seq         NaN unless the objective clips sequences (gspo)
-#   policy/weight_capped_frac    NaN unless the objective caps IS weights (cispo, dppo)
-#   policy/clip_frac_low/high    0 for objectives without that clip (is_pg; cispo: see capped; topr has no high side);
-#                                dppo: tokens its trust-region mask drops; gmpo and clip_cov: where the clip binds
-#   policy/cov_frac              NaN unless the objective is clip_cov or kl_cov: share of valid tokens its
-#                                covariance rule selects
-#   policy/entropy               always logged (computed in the training forward)
-#   loss/kl                      0 when the recipe has no KL term in the loss
-#   loss/value, critic/explained_var   NaN without a critic (all but ppo, vapo)
-#   loss/nll                     NaN unless the recipe has VAPO's positive-example NLL
-#   kl/k1, kl/k3, policy/*, grad/norm, loss/*   every step with an update: the reference is
-#                                evaluated for every recipe. A step whose filter kept no group
-#                                (dynamic sampling that never found a mixed group) has no update:
-#                                these are NaN there and filter/kept_frac is 0.
-#   rollout/logp_mismatch        NaN unless the trainer recomputes logp_old (rollout = vllm, or
-#                                rollout.precision bf16/fp16): mean |logp_sampler - logp_train| over the
-#                                generated tokens trained on
-#   correction/weight_mean, correction/masked_frac   NaN unless the recipe has corrections: mean of the
-#                                product of their factors over valid tokens, share of valid tokens at 0
-#   policy/entropy_coef          NaN unless the recipe has an entropy_control: the coefficient applied
-#   rollout/lag                  every step: policy versions between the weights that sampled the
-#                                batch and the weights its first update starts from (rollout.lag; less
-#                                in the first lag steps, which sample the warm start)
-#   policy/ratio_dev_frac, policy/log_ratio_abs_mean, policy/seq_ratio_mean, policy/seq_ratio_max
-#                                every step with an update, every recipe (algorithms/telemetry.py):
-#                                share of tokens with |ρ − 1| > 0.2, mean |log ρ|, mean and max of the
-#                                sequence ratio exp(mean_t log ρ); exactly 0, 0, 1, 1 on-policy with one
-#                                update. Means over the step's updates, except the max
-#   adv/group_std_q10|q50|q90, adv/low_std_weight_frac, adv/low_std_group_frac   every step with an
-#                                update (algorithms/telemetry.py): quantiles of the reward std of the
-#                                trained batch's groups with a nonzero std, the share of the batch's
-#                                gradient weight Σ w_i Σ_t |A| on those below the median std, and their
-#                                share of those groups (NaN when no group has a spread). Runs from before
-#                                these columns existed read them as null (scan's diagonal_relaxed concat)
-STEP_METRICS = [
-    "reward/mean", "reward/std", "acc/train",
-    "reward/correct", "reward/format", "reward/length", "reward/overlong",  # bench/rewards.py
-    "len/mean", "len/correct", "len/incorrect", "len/truncated_frac",
-    "adv/mean", "adv/zero_std_group_frac", "filter/kept_frac", "filter/generation_rounds",
-    "kl/k1", "kl/k3",
-    "policy/clip_frac_low", "policy/clip_frac_high", "policy/clip_frac_seq", "policy/weight_capped_frac",
-    "policy/ratio_mean", "policy/ratio_min", "policy/ratio_max", "policy/entropy",
-    "grad/norm", "loss/policy", "loss/kl", "loss/value", "loss/nll", "critic/explained_var",
-    "rollout/logp_mismatch", "rollout/lag",
-    "policy/ratio_dev_frac", "policy/log_ratio_abs_mean", "policy/seq_ratio_mean", "policy/seq_ratio_max",
-    "adv/group_std_q10", "adv/group_std_q50", "adv/group_std_q90", "adv/low_std_weight_frac", "adv/low_std_group_frac",
-    # the 2026 family (December 2026; earlier runs read them as null): corrections on the policy term
-    # (algorithms/corrections.py) and the adaptive entropy coefficient (algorithms/entropy.py)
-    "correction/weight_mean", "correction/masked_frac", "policy/entropy_coef", "policy/cov_frac",
-    "compute/flops", "compute/gen_tokens", "compute/train_tokens",
-    "time/rollout_s", "time/reference_s", "time/train_s", "time/step_s", "lr",
-]
-STEP_SCHEMA = {"step": pl.Int64, **{m: pl.Float64 for m in STEP_METRICS}}
+from algorithms import metrics
 
-EVAL_METRICS = [
-    "eval/acc_greedy", "eval/avg_k", "eval/pass_k", "eval/len_mean", "eval/len_correct",
-    "eval/len_incorrect", "eval/truncated_frac", "eval/gen_tokens", "eval/n",
-    # skill apart from format (added December 2026; earlier runs read them as null)
-    "eval/format_greedy", "eval/format_rate", "eval/acc_formatted", "eval/acc_ood",
-]
-EVAL_SCHEMA = {"step": pl.Int64, "fraction": pl.Float64, "compute/flops": pl.Float64,
-               **{m: pl.Float64 for m in EVAL_METRICS}}
+# Columns every record has, before its metrics (evals also carry the ledger's FLOPs at the evaluation).
+STEP_INDEX = {"step": pl.Int64}
+EVAL_INDEX = {"step": pl.Int64, "fraction": pl.Float64, "compute/flops": pl.Float64}
+
+
+def step_schema() -> dict:
+    """steps.parquet's columns: `step`, then every declared step metric (algorithms/metrics.py, where
+    each is documented), Float64, NaN where a metric does not apply. Runs recorded before a metric
+    was declared read it as null (scan's diagonal_relaxed concat)."""
+    return {**STEP_INDEX, **{m.name: pl.Float64 for m in metrics.step_metrics()}}
+
+
+def eval_schema() -> dict:
+    """evals.parquet's columns: step, fraction, compute/flops, then every declared evaluation metric."""
+    return {**EVAL_INDEX, **{m.name: pl.Float64 for m in metrics.eval_metrics()}}
+
+
+# As declared when this module was imported; a metric declared later is stored too (the writers call
+# step_schema() / eval_schema()), so read those where a late declaration matters.
+STEP_METRICS = [m.name for m in metrics.step_metrics()]
+STEP_SCHEMA = step_schema()
+EVAL_METRICS = [m.name for m in metrics.eval_metrics()]
+EVAL_SCHEMA = eval_schema()
 
 
 def default_root() -> Path:
@@ -229,12 +190,40 @@ def quarantine(root: Path, run_id: str) -> Path:
     return dst
 
 
+class UndeclaredMetric(ValueError):
+    """A row carries a key that is not a declared metric of its table: it would be lost, so nothing is written."""
+
+
+def check_rows(rows: list[dict], kind: str) -> None:
+    """Raise UndeclaredMetric when a step (kind "step") or evaluation ("eval") row carries a key its
+    table would not store. The trainer checks each row as it is made, so a run fails at its first
+    step, not after its budget is spent."""
+    schema, table = (step_schema(), "steps.parquet") if kind == "step" else (eval_schema(), "evals.parquet")
+    _check(rows, schema, kind, table)
+
+
+def _check(rows: list[dict], schema: dict, kind: str, table: str) -> None:
+    extra = sorted({k for r in rows for k in r} - schema.keys())
+    if extra:
+        what = [f"{k} (declared as a {metrics.get(k).kind} metric)" if metrics.is_declared(k) else k for k in extra]
+        raise UndeclaredMetric(f"{table}: {', '.join(what)}: not a declared {kind} metric, so it would not be stored; "
+                               f"declare each once with algorithms.metrics.declare(name, kind={kind!r}, unit=..., "
+                               "doc=...) (algorithms/metrics.py)")
+
+
+def _frame(rows: list[dict], schema: dict, kind: str, table: str) -> pl.DataFrame:
+    _check(rows, schema, kind, table)
+    return pl.DataFrame([{k: r.get(k, float("nan")) for k in schema} for r in rows], schema=schema)
+
+
 def steps_frame(rows: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame([{k: r.get(k, float("nan")) for k in STEP_SCHEMA} for r in rows], schema=STEP_SCHEMA)
+    """steps.parquet of step rows: every declared step metric, NaN where a row lacks it; an undeclared key raises."""
+    return _frame(rows, step_schema(), "step", "steps.parquet")
 
 
 def evals_frame(rows: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame([{k: r.get(k, float("nan")) for k in EVAL_SCHEMA} for r in rows], schema=EVAL_SCHEMA)
+    """evals.parquet of evaluation rows, likewise."""
+    return _frame(rows, eval_schema(), "eval", "evals.parquet")
 
 
 def write_run(root: Path, run_id: str, meta: dict, steps: list[dict], evals: list[dict],
@@ -337,4 +326,4 @@ def scan(root: Path | None = None, warnings: list | None = None) -> dict[str, pl
             return pl.LazyFrame(schema={"run_id": pl.String, **schema})
         return pl.concat(frames, how="diagonal_relaxed")
 
-    return {"runs": runs_lf, "steps": cat("steps.parquet", STEP_SCHEMA), "evals": cat("evals.parquet", EVAL_SCHEMA)}
+    return {"runs": runs_lf, "steps": cat("steps.parquet", step_schema()), "evals": cat("evals.parquet", eval_schema())}

@@ -19,8 +19,8 @@ Built in (each a tensor of shape (B,), higher is better):
              −1 at the cap (buffer = 20% of max_new_tokens, at least 1 token). Recipes that
              already shape rewards for length (dapo) would count it twice.
 
-More: `@register("name")` on a function of `Samples` returning a (B,) float tensor. (A name that
-is not built in gets no column of its own in steps.parquet, which declares its schema.)
+More: `@register("name")` on a function of `Samples` returning a (B,) float tensor; registering
+declares its column `reward/<name>` (algorithms.metrics.reward_metric), so steps.parquet stores it.
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from algorithms import metrics as metric_registry
 
 DEFAULT: dict[str, float] = {"correct": 1.0}
 OVERLONG_BUFFER_FRAC = 0.2  # DAPO: 4k of a 20k cap
@@ -53,9 +55,14 @@ _REWARDS: dict[str, RewardFn] = {}
 
 
 def register(name: str) -> Callable[[RewardFn], RewardFn]:
+    """Register a reward function under `name` and declare its metric column `reward/<name>`."""
     def deco(fn: RewardFn) -> RewardFn:
         if name in _REWARDS:
             raise ValueError(f"reward function {name!r} is already registered")
+        try:
+            metric_registry.reward_metric(name)
+        except metric_registry.MetricError as e:  # a malformed name, or one whose column is another metric (mean, std)
+            raise ValueError(f"reward function {name!r}: its column reward/{name} cannot be declared: {e}") from None
         _REWARDS[name] = fn
         return fn
     return deco

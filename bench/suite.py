@@ -88,7 +88,7 @@ from algorithms.serialize import from_dict as part_from_dict
 from bench import models, rewards as reward_fns, tasks
 from bench.config import (ACCURACY_METRICS, DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, Claim, EvalSchedule, Regime, ReportSettings,
                           Resources, RolloutConfig, RunConfig, Seed, TrainConfig, WarmStartConfig, _count_or_list, check_device)
-from bench.results import STEP_SCHEMA
+from bench.results import step_schema
 from bench.typed import ConfigError, Section, merge, unflatten
 from bench.textfile import read_text
 
@@ -469,10 +469,10 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
                               f"{budget}; auc_to needs FLOPs budgets of at least {x:g} in both arms")
         elif metric not in ACCURACY_METRICS:
             col = metric.removeprefix("steps:")
-            if not metric.startswith("steps:") or col not in STEP_SCHEMA:
+            if not metric.startswith("steps:") or col not in step_schema():
                 raise err(f"claims.{name}.metric", f"got {metric!r}; expected {', '.join(ACCURACY_METRICS)}, "
                           "auc_to:FLOPS or steps:COLUMN with COLUMN a steps.parquet column"
-                          + (f" ({unknown('column', col, list(STEP_SCHEMA))})" if metric.startswith("steps:") else ""))
+                          + (f" ({unknown('column', col, list(step_schema()))})" if metric.startswith("steps:") else ""))
             if c.expect == "equivalent" and c.margin is None:
                 raise err(f"claims.{name}.margin", "an equivalence claim on a steps: metric needs its own margin "
                           "(in that metric's units)")

@@ -464,7 +464,9 @@ class Trainer:
 
     def evaluate(self, frac: float) -> dict:
         """Evaluate the live policy on the held-out split, record the row, tell the callbacks."""
-        self.evals.append(self._evaluate(frac))
+        row = self._evaluate(frac)
+        results.check_rows([row], "eval")
+        self.evals.append(row)
         for cb in self.callbacks:
             cb.on_eval(self, self.evals[-1])
         return self.evals[-1]
@@ -549,7 +551,9 @@ class Trainer:
                 self._step += 1
                 for g in self.opt.param_groups:
                     g["lr"] = cfg.train.lr * self._lr_scale(self._step - 1, self.fraction())
-                self.steps.append(self.step(self._step))
+                row = self.step(self._step)
+                results.check_rows([row], "step")  # an undeclared metric fails the run now, not at its record
+                self.steps.append(row)
                 for cb in self.callbacks:  # evaluation when a budget fraction is reached, progress
                     cb.on_step(self, self.steps[-1])
             for cb in self.callbacks:

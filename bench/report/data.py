@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
+from algorithms import metrics as metric_registry
 from bench import results
 from bench.config import RunConfig
 from bench.suite import Suite
@@ -33,7 +34,8 @@ class Data:
            budget's unit: FLOPs, steps or generated tokens), flops, acc, len_mean, len_correct,
            len_incorrect
     steps  per run and budget bin (N_BINS per budget): cell, recipe, seed, run_id, status,
-           frac, flops and the step metrics averaged over the bin (NaN-aware)
+           frac, flops and the step metrics over the bin, each reduced as it declares (its `over_steps`: the
+           mean, or the max for policy/ratio_max; NaN-aware)
     metas  run_id -> run.json of every recorded run
     cfgs   run_id -> RunConfig of the expansion
     stale  ids of recorded runs tagged with the suite's name but not in its current expansion
@@ -52,6 +54,7 @@ STEP_KEEP = ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high", 
              "policy/weight_capped_frac", "policy/entropy", "len/mean", "len/correct", "len/incorrect"]
 # Logged by newer engines only (off-policy telemetry, per-group weights): binned when present,
 # absent from `steps` for runs recorded before them (the report says "not logged in these runs").
+# Every metric of a report group (algorithms/metrics.py `group`) is binned likewise when present.
 STEP_OPTIONAL = ["grad/norm", "policy/ratio_mean", "policy/ratio_max", "policy/ratio_dev_frac", "policy/log_ratio_abs_mean",
                  "policy/seq_ratio_mean", "policy/seq_ratio_max", "rollout/lag",
                  "adv/group_std_q10", "adv/group_std_q50", "adv/group_std_q90", "adv/low_std_weight_frac",
@@ -98,8 +101,8 @@ def load(suite: Suite, root: Path) -> Data:
         st = pl.concat([pl.scan_parquet(p / "steps.parquet").with_columns(pl.lit(p.name).alias("run_id"))
                         for p in paths], how="diagonal_relaxed")
     else:
-        ev = pl.LazyFrame(schema={"run_id": pl.String, **results.EVAL_SCHEMA})
-        st = pl.LazyFrame(schema={"run_id": pl.String, **results.STEP_SCHEMA})
+        ev = pl.LazyFrame(schema={"run_id": pl.String, **results.eval_schema()})
+        st = pl.LazyFrame(schema={"run_id": pl.String, **results.step_schema()})
     # the format rate of sampled answers, where runs logged it (December 2026 on): the report's skill check
     skill = [pl.col("eval/format_rate").alias("format_rate")] if "eval/format_rate" in ev.collect_schema().names() else []
     evals = (ev.join(labels.lazy(), on="run_id")
@@ -115,6 +118,7 @@ def load(suite: Suite, root: Path) -> Data:
              .sort("cell", "rank", "seed", "spent", "fraction").collect())
     present = set(st.collect_schema().names())
     keep = STEP_KEEP + [m for m in STEP_OPTIONAL if m in present]
+    keep += [m.name for m in metric_registry.step_metrics() if m.group and m.name in present and m.name not in keep]
     steps = (st.join(labels.lazy(), on="run_id")
              .pipe(_bin_steps, keep)
              .sort("cell", "rank", "seed", "frac").collect())
@@ -162,8 +166,14 @@ def _bin_steps(lf: pl.LazyFrame, keep: list[str]) -> pl.LazyFrame:
     return (lf.with_columns(((frac * N_BINS).ceil().clip(1, N_BINS) / N_BINS).alias("frac"))
             .group_by("cell", "recipe", "seed", "run_id", "status", "rank", "frac")
             .agg(pl.col("compute/flops").mean().alias("flops"),
-                 *[(pl.col(m).fill_nan(None).max() if m.endswith("_max") else pl.col(m).fill_nan(None).mean()).alias(m)
-                   for m in keep]))
+                 *[_over_steps(m).alias(m) for m in keep]))
+
+
+def _over_steps(metric: str) -> pl.Expr:
+    """A bin's steps of `metric` reduced as it declares (algorithms/metrics.py `over_steps`), NaN-aware."""
+    col = pl.col(metric).fill_nan(None)
+    how = metric_registry.get(metric).over_steps
+    return col.max() if how == "max" else col.min() if how == "min" else col.mean()
 
 
 def finished(df: pl.DataFrame) -> pl.DataFrame:

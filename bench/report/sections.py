@@ -821,11 +821,15 @@ def clipping(ctx: Context) -> list:
                         "rollouts (lag 0), so the ratio π/π_old is exactly 1 at the update and no clip can bind "
                         "(ALGORITHMS.md, convention 8). "
                         "Their clip fractions below are 0 because of this, not because the clip range is wide enough."))
+    named = ("clip_low", "clip_high", "clip_seq", "weight_capped")
+    # any other metric declared in the clipping group (algorithms/metrics.py) gets a column under its label
+    others = {k.replace("_", " "): (lambda r, k=k: num(r[k], ".4f"))
+              for k in T.group_metrics(T.CLIP_GROUP) if k in clip.columns and k not in named}
     out.append(table(clip, {
         "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "objective": lambda r: r["objective"],
         "updates/batch": lambda r: str(r["updates_per_batch"]), "clip low": lambda r: num(r["clip_low"], ".4f"),
         "clip high": lambda r: num(r["clip_high"], ".4f"), "clip seq (gspo)": lambda r: num(r["clip_seq"], ".4f"),
-        "weight capped (cispo)": lambda r: num(r["weight_capped"], ".4f"),
+        "weight capped (cispo)": lambda r: num(r["weight_capped"], ".4f"), **others,
         "grad norm (median, pre-clip)": lambda r: num(r["grad_norm"], ".3g"),
         "norm clip binds": lambda r: num(r["clip_binds"], ".0%"),
         "note": lambda r: r["note"]}))
@@ -989,8 +993,8 @@ def build_tables(ctx: Context) -> None:
     ctx.tables["sigmoid_fits"] = T.sigmoid_fits(s, d)
     ctx.tables["length_bias"] = T.length_bias(s, d)
     ctx.tables["clipping"] = T.clipping(s, d)
-    for name, metrics in (("off_policy", T.OFF_POLICY_METRICS), ("group_weights", T.GROUP_METRICS)):
-        frame = T.step_summary(s, d, metrics)
+    for name, group in (("off_policy", T.OFF_POLICY_GROUP), ("group_weights", T.GROUP_WEIGHTS_GROUP)):
+        frame = T.step_summary(s, d, T.group_metrics(group))
         if frame is not None:
             ctx.tables[name] = frame
     ctx.tables["recipe_diffs"] = T.recipe_diffs(s)

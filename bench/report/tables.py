@@ -12,6 +12,7 @@ import math
 import numpy as np
 import polars as pl
 
+from algorithms import metrics as metric_registry
 from algorithms.serialize import flatten
 from bench.report import stats
 from bench.report.data import Data, finished
@@ -451,8 +452,23 @@ def grad_weights(suite: Suite, max_new_tokens: int, ref_len: int, lengths: list[
                                       "weight": pl.Float64, "seq_weight": pl.Float64})
 
 
-CLIP_METRICS = {"clip_low": "policy/clip_frac_low", "clip_high": "policy/clip_frac_high",
-                "clip_seq": "policy/clip_frac_seq", "weight_capped": "policy/weight_capped_frac"}
+def group_metrics(group: str) -> dict[str, str]:
+    """{column label: metric name} of a report group, in column order (algorithms/metrics.py declares them)."""
+    return {m.label: m.name for m in metric_registry.in_group(group)}
+
+
+def over_steps(values: np.ndarray, metric: str) -> float:
+    """A run set's step values of `metric` reduced as it declares (`over_steps`: mean, max or min), NaN-aware."""
+    how = metric_registry.get(metric).over_steps
+    if how == "mean":
+        return stats.mean(values)
+    a = np.asarray(values, dtype=np.float64)
+    a = a[~np.isnan(a)]
+    return (float(a.max()) if how == "max" else float(a.min())) if a.size else math.nan
+
+
+# the report groups (algorithms/metrics.py `group`) of the clipping section's tables
+CLIP_GROUP, OFF_POLICY_GROUP, GROUP_WEIGHTS_GROUP = "clipping", "off_policy", "group_weights"
 
 
 def clipping(suite: Suite, data: Data) -> pl.DataFrame:
@@ -464,6 +480,8 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
     updates); clip_binds: the share of steps where it exceeds train.grad_clip (the norm clip acts),
     nan without a clip."""
     st = finished(data.steps)
+    # a metric no recorded run has a column for (declared after these runs) gets no column either
+    clip_metrics = {k: m for k, m in group_metrics(CLIP_GROUP).items() if m in st.columns}
     rows = []
     for cell in [c.name for c in suite.cells]:
         for recipe in suite.cell_recipes(cell):
@@ -472,8 +490,8 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
             g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
             row = {"cell": cell, "recipe": recipe, "objective": r.objective.tag,
                    "updates_per_batch": r.needs.updates_per_batch}
-            for k, m in CLIP_METRICS.items():
-                row[k] = stats.mean(g[m].to_numpy()) if g.height else math.nan
+            for k, m in clip_metrics.items():
+                row[k] = over_steps(g[m].to_numpy(), m) if g.height else math.nan
             norms = g["grad/norm"].drop_nulls().drop_nans() if g.height and "grad/norm" in g.columns \
                 else pl.Series([], dtype=pl.Float64)
             clip = cfg.train.grad_clip
@@ -485,35 +503,28 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
                            else f"{n} update{'s' if n > 1 else ''} per batch" + (f", rollout lag {lag}" if lag else ""))
             rows.append(row)
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "objective": pl.String,
-                                      "updates_per_batch": pl.Int64, **{k: pl.Float64 for k in CLIP_METRICS},
+                                      "updates_per_batch": pl.Int64, **{k: pl.Float64 for k in clip_metrics},
                                       "grad_clip": pl.Float64, "grad_norm": pl.Float64, "clip_binds": pl.Float64,
                                       "note": pl.String})
 
 
-OFF_POLICY_METRICS = {"ratio_dev_frac": "policy/ratio_dev_frac", "log_ratio_abs": "policy/log_ratio_abs_mean",
-                      "ratio_max": "policy/ratio_max", "seq_ratio_max": "policy/seq_ratio_max", "lag": "rollout/lag"}
-GROUP_METRICS = {"group_std_q10": "adv/group_std_q10", "group_std_q50": "adv/group_std_q50",
-                 "group_std_q90": "adv/group_std_q90", "low_std_weight": "adv/low_std_weight_frac",
-                 "low_std_groups": "adv/low_std_group_frac"}
-
-
-def step_summary(suite: Suite, data: Data, metrics: dict[str, str]) -> pl.DataFrame | None:
-    """Per cell and recipe: the mean over finished runs' binned steps of each metric (the max for
-    `*_max` metrics); None when the runs did not log them (recorded before the engine did)."""
+def step_summary(suite: Suite, data: Data, columns: dict[str, str]) -> pl.DataFrame | None:
+    """Per cell and recipe: each metric of {column: metric} over finished runs' binned steps, reduced as
+    it declares (`over_steps`: the mean, or the max for policy/ratio_max); None when the runs did not
+    log them all (recorded before the engine did)."""
     st = finished(data.steps)
-    if not all(m in st.columns for m in metrics.values()) or st.select(
-            pl.any_horizontal(pl.col(m).is_not_null() for m in metrics.values()).any()).item() is not True:
+    if not all(m in st.columns for m in columns.values()) or st.select(
+            pl.any_horizontal(pl.col(m).is_not_null() for m in columns.values()).any()).item() is not True:
         return None
     rows = []
     for cell in [c.name for c in suite.cells]:
         for recipe in suite.cell_recipes(cell):
             g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
             row = {"cell": cell, "recipe": recipe}
-            for k, m in metrics.items():
-                v = g[m].drop_nulls().to_numpy() if g.height else []
-                row[k] = (float(v.max()) if len(v) else math.nan) if m.endswith("_max") else stats.mean(v)
+            for k, m in columns.items():
+                row[k] = over_steps(g[m].drop_nulls().to_numpy() if g.height else np.array([]), m)
             rows.append(row)
-    return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, **{k: pl.Float64 for k in metrics}})
+    return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, **{k: pl.Float64 for k in columns}})
 
 
 def recipe_diffs(suite: Suite) -> pl.DataFrame:

@@ -41,9 +41,12 @@ def test_expected_keys_per_objective():
     assert "loss/nll" in keys["vapo"] and "loss/nll" not in keys["ppo"]
 
 
-def test_rule():
+def test_rule_is_the_declared_merge():
     assert [rule(k) for k in ("loss/policy", "tokens", "policy/ratio_max", "policy/ratio_min",
-                              "policy/clip_frac_seq", "kl/k3")] == ["sum", "sum", "max", "min", "seq", "token"]
+                              "policy/clip_frac_seq", "kl/k3", "grad/norm")] == ["sum", "sum", "max", "min", "seq", "token",
+                                                                                 "mean"]
+    with pytest.raises(LookupError, match="policy/clip_frac_mid: a stat that is not a declared metric"):
+        rule("policy/clip_frac_mid")  # no guess from the name: declare it (algorithms/metrics.py)
 
 
 def test_empty_micro_batch_is_harmless():
