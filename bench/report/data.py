@@ -37,7 +37,8 @@ class Data:
            frac, flops and the step metrics over the bin, each reduced as it declares (its `over_steps`: the
            mean, or the max for policy/ratio_max; NaN-aware)
     metas  run_id -> run.json of every recorded run
-    cfgs   run_id -> RunConfig of the expansion
+    cfgs   run_id -> RunConfig of the expansion (its cell tags say which cells read the run); what a
+           recorded run ran with is its run.json's config (`run_config`)
     stale  ids of recorded runs tagged with the suite's name but not in its current expansion
            (older configurations, or the code's config hashing changed): reported, never used
     """
@@ -174,6 +175,18 @@ def _over_steps(metric: str) -> pl.Expr:
     col = pl.col(metric).fill_nan(None)
     how = metric_registry.get(metric).over_steps
     return col.max() if how == "max" else col.min() if how == "min" else col.mean()
+
+
+def run_config(suite: Suite, data: Data | None, cell: str, recipe: str) -> RunConfig:
+    """The config `recipe` ran with in `cell`: read from the run.json of its first recorded run (seed
+    order), so the report describes what ran, not what the suite file says now; as the suite builds it
+    when no run of the pair is recorded yet (or no data is given)."""
+    if data is not None:
+        rows = data.runs.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe)
+                                & pl.col("run_id").is_in(list(data.metas))).sort("seed")
+        if rows.height:
+            return RunConfig.from_dict(data.metas[rows["run_id"][0]]["config"])
+    return suite.run_config(suite.cell(cell), recipe, suite.cell_seeds(cell)[0])
 
 
 def finished(df: pl.DataFrame) -> pl.DataFrame:

@@ -21,7 +21,7 @@ from bench.report import figures as F
 from bench.report import manifest as M
 from bench.report import stats
 from bench.report import tables as T
-from bench.report.data import Data, finished, max_new_tokens
+from bench.report.data import Data, finished, max_new_tokens, run_config
 from bench.report.render import Code, Figure, Heading, Para, Table, ci, num, table
 from bench.suite import Suite
 
@@ -124,10 +124,10 @@ def declared_text(ctx: Context) -> str:
             "confirmatory.")
 
 
-def _settings_text(su) -> str:
+def _settings_text(su, data: Data) -> str:
     """Whether the recipes run at tuned settings or at their defaults, in one sentence."""
     if su.tuned_from is None:
-        lrs = {c.name: {su.run_config(c, r, su.seeds[0]).train.lr for r in su.cell_recipes(c)} for c in su.cells}
+        lrs = {c.name: {run_config(su, data, c.name, r).train.lr for r in su.cell_recipes(c)} for c in su.cells}
         shared = all(len(v) == 1 for v in lrs.values())
         return ("Settings: every recipe runs at its defaults and the suite's `[overrides]`, "
                 + ("one shared learning rate per cell" if shared else "learning rates as the suite sets them")
@@ -161,7 +161,7 @@ def summary(ctx: Context) -> list:
                     f"diverged, {_count(runs, 'failed')} failed, {_count(runs, 'missing')} without a record. "
                     "Statistics use finished runs only; the others are listed under "
                     "\"Failed, diverged and missing runs\"."))
-    out.append(Para(_settings_text(su)))
+    out.append(Para(_settings_text(su, ctx.data)))
     out.append(Para(declared_text(ctx) + f" Every recipe is compared with {ctx.base}, paired by seed, "
                     "Holm-corrected within a cell; a comparison is decided when it finds a difference (adjusted "
                     f"p < 0.05) or rules out one of {rs.margin:g} or more (equivalence), and undecided otherwise."))
@@ -997,7 +997,7 @@ def build_tables(ctx: Context) -> None:
         frame = T.step_summary(s, d, T.group_metrics(group))
         if frame is not None:
             ctx.tables[name] = frame
-    ctx.tables["recipe_diffs"] = T.recipe_diffs(s)
+    ctx.tables["recipe_diffs"] = T.recipe_diffs(s, d)
     skill = T.skill_check(s, d)
     if skill is not None:
         ctx.tables["skill_check"] = skill
@@ -1019,7 +1019,7 @@ def build_tables(ctx: Context) -> None:
     lmax = max_new_tokens(s, d, ctx.cells[0])
     lens = finished(d.steps).filter(pl.col("cell") == ctx.cells[0])["len/mean"].drop_nans().drop_nulls()
     ref_len = int(min(lmax, max(1, round(float(np.mean(lens.to_numpy())))))) if lens.len() else max(1, lmax // 3)
-    ctx.tables["grad_weights"] = T.grad_weights(s, lmax, ref_len, list(range(1, lmax + 1)))
+    ctx.tables["grad_weights"] = T.grad_weights(s, lmax, ref_len, list(range(1, lmax + 1)), d)
     ctx.grad_ref = (ref_len, lmax)
     ctx.curves = T.curve_frame(d, ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high",
                                    "policy/entropy"] + [m for m in ("policy/ratio_dev_frac", "policy/log_ratio_abs_mean")

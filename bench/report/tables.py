@@ -15,7 +15,7 @@ import polars as pl
 from algorithms import metrics as metric_registry
 from algorithms.serialize import flatten
 from bench.report import stats
-from bench.report.data import Data, finished
+from bench.report.data import Data, finished, run_config
 from bench.suite import Suite
 
 def baseline(suite: Suite) -> str:
@@ -423,7 +423,8 @@ def length_bias(suite: Suite, data: Data) -> pl.DataFrame:
                                       **{c: pl.Float64 for c in cols}})
 
 
-def grad_weights(suite: Suite, max_new_tokens: int, ref_len: int, lengths: list[int]) -> pl.DataFrame:
+def grad_weights(suite: Suite, max_new_tokens: int, ref_len: int, lengths: list[int],
+                 data: Data | None = None) -> pl.DataFrame:
     """Analytic per-token gradient weight of one completion of length L, for each recipe's aggregation.
 
     The batch is the suite's rollout batch (prompts_per_step × group_size rows); every other row
@@ -438,7 +439,7 @@ def grad_weights(suite: Suite, max_new_tokens: int, ref_len: int, lengths: list[
     group = torch.arange(P).repeat_interleave(G)
     rows = []
     for recipe in suite.recipes:
-        agg = suite.run_config(suite.cells[0], recipe, suite.seeds[0]).recipe.aggregation
+        agg = run_config(suite, data, suite.cells[0].name, recipe).recipe.aggregation
         for L in lengths:
             T = max(L, ref_len)
             mask = torch.zeros(B, T, dtype=torch.float64)
@@ -485,7 +486,7 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
     rows = []
     for cell in [c.name for c in suite.cells]:
         for recipe in suite.cell_recipes(cell):
-            cfg = suite.run_config(suite.cell(cell), recipe, suite.seeds[0])
+            cfg = run_config(suite, data, cell, recipe)
             r, lag = cfg.recipe, cfg.rollout.lag
             g = st.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
             row = {"cell": cell, "recipe": recipe, "objective": r.objective.tag,
@@ -527,17 +528,17 @@ def step_summary(suite: Suite, data: Data, columns: dict[str, str]) -> pl.DataFr
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, **{k: pl.Float64 for k in columns}})
 
 
-def recipe_diffs(suite: Suite) -> pl.DataFrame:
+def recipe_diffs(suite: Suite, data: Data | None = None) -> pl.DataFrame:
     """Each recipe's parts (suite overrides applied) as field-by-field differences from the baseline's.
 
     Training settings overridden per recipe (train.*) are included with a `train.` prefix."""
     base = baseline(suite)
-    cell = suite.cells[0]
-    ref = suite.run_config(cell, base, suite.seeds[0])
+    cell = suite.cells[0].name
+    ref = run_config(suite, data, cell, base)
     ref_train = flatten(ref.to_dict()["train"])
     rows = []
     for recipe in suite.recipes:
-        cfg = suite.run_config(cell, recipe, suite.seeds[0])
+        cfg = run_config(suite, data, cell, recipe)
         if recipe != base:
             for k, (mine, theirs) in cfg.recipe.diff(ref.recipe).items():
                 rows.append({"recipe": recipe, "field": k, "baseline": _show(theirs), "value": _show(mine)})
@@ -648,12 +649,12 @@ def _board_finding(suite: Suite, board: pl.DataFrame, metric: str, a: tuple[str,
     return v
 
 
-def arm_differences(suite: Suite, a: tuple[str, str], b: tuple[str, str]) -> list[str]:
-    """What differs between two arms' configs (recipe@cell), computed from the configs at the
-    suite's first seed: the recipe parts (`Recipe.parts_differing`: objective, kl, updates, ...),
+def arm_differences(suite: Suite, a: tuple[str, str], b: tuple[str, str], data: Data | None = None) -> list[str]:
+    """What differs between two arms' configs (recipe@cell), as they ran (`data.run_config`: a
+    recorded run's run.json, else the suite's config): the recipe parts (`Recipe.parts_differing`: objective, kl, updates, ...),
     then `train` when a training setting differs and `budget` when the cells' budgets do. A one-part
     ablation gives one."""
-    ca, cb = (suite.run_config(suite.cell(cell), recipe, suite.seeds[0]) for recipe, cell in (a, b))
+    ca, cb = (run_config(suite, data, cell, recipe) for recipe, cell in (a, b))
     out = ca.recipe.parts_differing(cb.recipe)
     if ca.train != cb.train:
         out.append("train")
@@ -706,7 +707,7 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
                      "mean_a": stats.mean(x), "mean_b": stats.mean(y), "diff": t.diff, "diff_lo": t.lo,
                      "diff_hi": t.hi, "p": t.p, "margin": margin, "equivalent": eq,
                      "leaderboard": _board_finding(suite, board, c.metric, (ra, ca), (rb, cb)),
-                     "differs": ", ".join(diff := arm_differences(suite, (ra, ca), (rb, cb))),
+                     "differs": ", ".join(diff := arm_differences(suite, (ra, ca), (rb, cb), data)),
                      "parts_differing": len(diff)})
     for row, p_holm in zip(rows, stats.holm(ps)):
         row["p_holm"] = p_holm

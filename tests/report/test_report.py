@@ -197,3 +197,27 @@ def test_off_policy_and_group_sections_read_the_new_columns_when_logged(tiny, tm
     assert (group["grpo"]["low_std_weight"], group["grpo"]["low_std_groups"]) == ("0.3", "0.45")
     md = (out / "report.md").read_text()
     assert "not logged in these runs" not in md and "](figures/off_policy.png)" in md
+
+
+def test_the_report_describes_runs_by_their_run_json(tiny, tmp_path):
+    """What a run ran with comes from its record (data.run_config), not from the suite file as it is
+    now; a pair with no recorded run falls back to the suite's config."""
+    import json
+    import shutil
+
+    from bench import results
+
+    D = report_data
+    s, root, ids = tiny
+    mine = tmp_path / "results"
+    shutil.copytree(root, mine)
+    cfg = next(c for c in s.expand() if c.run_id == ids["grpo0"])
+    meta = json.loads((results.run_dir(mine, cfg.run_id) / "run.json").read_text())
+    meta["config"]["threads"] = 7  # an execution setting: not hashed, so the run is still this suite's
+    (results.run_dir(mine, cfg.run_id) / "run.json").write_text(json.dumps(meta))
+    d = D.load(s, mine)
+    assert D.run_config(s, d, "addition/nano", "grpo").threads == 7
+    assert D.run_config(s, None, "addition/nano", "grpo").threads == s.resources.threads
+    for rid in [ids["ppo0"], ids["ppo1"]]:  # no recorded ppo run left: the suite's config
+        shutil.rmtree(results.run_dir(mine, rid))
+    assert D.run_config(s, D.load(s, mine), "addition/nano", "ppo") == s.run_config(s.cells[0], "ppo", 0)
