@@ -18,6 +18,7 @@ from .corrections import M2PO, Correction, OffPolicySequenceMask, RolloutCorrect
 from .aggregation import Aggregation, aggregate
 from .critic import Critic, explained_variance
 from .entropy import AdaptiveEntropy
+from .errors import ConfigError, InputError, MissingInput
 from .filters import (AffineReward, DropZeroVariance, DynamicSampling, Filter, MaskTruncated, NoFilter,
                       OverlongPenalty, Shaping)
 from .kl import KL, kl_estimate
@@ -33,12 +34,12 @@ from .telemetry import group_weight_stats, off_policy_stats
 
 __all__ = [
     "AdaptiveEntropy", "AffineReward", "Advantage", "Aggregation", "BatchMean", "CISPO", "ClipCov",
-    "Correction", "Critic", "DPPO", "DropZeroVariance", "DynamicSampling", "Filter", "GAE", "GDPO", "GMPO",
-    "GPG", "GSPO", "GroupNorm", "ISPG", "KL", "KLCov", "Kimi", "LengthAdaptiveGAE", "M2PO", "MaskTruncated",
-    "Needs", "NoFilter", "OPO", "Objective", "OffPolicySequenceMask", "OverlongPenalty", "PARTS", "PPOClip",
-    "Part", "RLOO", "Raw", "ReMax", "Recipe", "ReinforcePP", "ReinforcePPBaseline", "RolloutCorrection",
-    "Rollouts", "SAPO", "Shaping", "TOPR", "TopEntropyMask", "UnknownRecipeError", "Updates", "VESPO",
-    "aggregate", "explained_variance",
-    "from_json", "get", "group_weight_stats", "kl_estimate", "merge_stats", "names", "off_policy_stats",
-    "search_space",
+    "ConfigError", "Correction", "Critic", "DPPO", "DropZeroVariance", "DynamicSampling", "Filter",
+    "GAE", "GDPO", "GMPO", "GPG", "GSPO", "GroupNorm", "ISPG", "InputError", "KL", "KLCov", "Kimi",
+    "LengthAdaptiveGAE", "M2PO", "MaskTruncated", "MissingInput", "Needs", "NoFilter", "OPO",
+    "Objective", "OffPolicySequenceMask", "OverlongPenalty", "PARTS", "PPOClip", "Part", "RLOO",
+    "Raw", "ReMax", "Recipe", "ReinforcePP", "ReinforcePPBaseline", "RolloutCorrection", "Rollouts",
+    "SAPO", "Shaping", "TOPR", "TopEntropyMask", "UnknownRecipeError", "Updates", "VESPO",
+    "aggregate", "explained_variance", "from_json", "get", "group_weight_stats", "kl_estimate",
+    "merge_stats", "names", "off_policy_stats", "search_space",
 ]

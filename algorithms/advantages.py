@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from .aggregation import group_index
+from .errors import ConfigError
 from .parts import Part, nonnegative, part, positive, unit
 from .rollouts import Rollouts
 
@@ -333,8 +334,8 @@ class GDPO(Advantage):
 
     def compute(self, batch: Rollouts, penalty: Tensor | None = None) -> Tensor:
         if penalty is not None:
-            raise ValueError("gdpo advantages normalise Rollouts.reward_parts and cannot take a KL penalty "
-                             "in the reward; use KL.placement='loss'")
+            raise ConfigError("gdpo advantages normalise Rollouts.reward_parts and cannot take a KL penalty "
+                              "in the reward; use KL.placement='loss'")
         return broadcast(self.outcome(batch.rewards, batch), batch.mask)
 
     def outcome(self, r: Tensor, batch: Rollouts) -> Tensor:
@@ -344,8 +345,8 @@ class GDPO(Advantage):
         parts = batch.reward_parts.to(batch.logp_old.dtype)
         K = parts.shape[1]
         if self.weights and len(self.weights) != K:
-            raise ValueError(f"GDPO.weights: {len(self.weights)} weights for {K} reward parts "
-                             "(Rollouts.reward_parts has one column per reward function)")
+            raise ConfigError(f"GDPO.weights: {len(self.weights)} weights for {K} reward parts "
+                              "(Rollouts.reward_parts has one column per reward function)")
         w = torch.tensor(self.weights or (1.0,) * K, dtype=parts.dtype, device=parts.device)
         s = torch.zeros_like(parts[:, 0])
         for k in range(K):

@@ -35,6 +35,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .errors import InputError
+
 KINDS = ("step", "eval", "stat")
 MERGES = ("sum", "max", "min", "seq", "token", "mean")
 OVER_STEPS = ("mean", "max", "min")
@@ -57,12 +59,12 @@ class Metric:
     order: int | None = None
 
 
-class MetricError(ValueError):
+class MetricError(InputError):
     """A malformed declaration, or a second declaration of a name that differs from the first."""
 
 
-class UnknownMetricError(LookupError):
-    """A name that is not declared."""
+class UnknownMetricError(InputError, LookupError):
+    """A name that is not declared (still a LookupError)."""
 
 
 _METRICS: dict[str, Metric] = {}

@@ -3,7 +3,7 @@
 A part is one choice on one axis of a recipe (an advantage estimator, an objective, an
 aggregation, ...). Parts register under a type tag (`@part("ppo_clip")`), which is what canonical
 JSON writes, so two parts with no fields never collide. `__post_init__` validates and raises
-`ValueError` naming the field; it never rewrites a value.
+`ConfigError` (algorithms/errors.py) naming the field; it never rewrites a value.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import math
 import types
 import typing
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin
+
+from .errors import ConfigError
 
 PARTS: dict[str, type[Part]] = {}
 
@@ -52,7 +54,7 @@ class Part:
         self.check()
 
     def check(self) -> None:
-        """Range checks; raise `ValueError` naming the field."""
+        """Range checks; raise `ConfigError` naming the field (`fail`, `positive`, ...)."""
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
@@ -73,11 +75,11 @@ def short(v: Any) -> str:
 
 
 def fail(field: str, msg: str):
-    raise ValueError(f"{field}: {msg}")
+    raise ConfigError(f"{field}: {msg}")
 
 
 def check_type(field: str, value: Any, tp: Any) -> None:
-    """Raise ValueError naming `field` unless `value` fits annotation `tp`."""
+    """Raise ConfigError naming `field` unless `value` fits annotation `tp`."""
     if not fits(value, tp):
         if get_origin(tp) is Literal:
             fail(field, f"unknown value {value!r}; choose one of {', '.join(map(repr, get_args(tp)))}")

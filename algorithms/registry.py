@@ -8,6 +8,7 @@ import difflib
 import inspect
 from collections.abc import Callable
 
+from .errors import ConfigError, InputError
 from .recipe import Recipe
 
 RECIPES: dict[str, Recipe] = {}
@@ -15,8 +16,8 @@ SPACES: dict[str, dict[str, dict]] = {}  # name -> the recipe's own search range
 FAMILIES: dict[str, str] = {}  # name -> the module that registered it (algorithms/recipes/<family>.py)
 
 
-class UnknownRecipeError(LookupError):
-    """`get` was asked for a name that is not registered."""
+class UnknownRecipeError(ConfigError, LookupError):
+    """`get` was asked for a name that is not registered (a config error; still a LookupError)."""
 
 
 def recipe(name: str, *, space: dict[str, dict]) -> Callable[[Callable[[], Recipe]], Callable[[], Recipe]]:
@@ -51,7 +52,7 @@ def names(family: str | None = None) -> list[str]:
     """Registered recipe names, sorted; with `family`, those its module registers ("family_2025":
     the twelve of early 2025, "family_2026": the family of issue 25)."""
     if family is not None and family not in FAMILIES.values():
-        raise ValueError(f"unknown recipe family {family!r}; valid: {', '.join(sorted(set(FAMILIES.values())))}")
+        raise InputError(f"unknown recipe family {family!r}; valid: {', '.join(sorted(set(FAMILIES.values())))}")
     return sorted(n for n in RECIPES if family is None or FAMILIES[n] == family)
 
 

@@ -14,6 +14,7 @@ import json
 import types
 from typing import Any, Union, get_args, get_origin
 
+from .errors import ConfigError
 from .parts import PARTS, Part, hints
 
 EXCLUDED = ("description",)  # documentation fields: not serialized, not compared
@@ -67,12 +68,12 @@ def to_json(p: Part) -> str:
 
 def from_dict(d: Any, path: str = "$") -> Part:
     if not isinstance(d, dict) or "type" not in d:
-        raise ValueError(f"{path}: expected an object with a 'type' tag, got {d!r}")
+        raise ConfigError(f"{path}: expected an object with a 'type' tag, got {d!r}")
     tag = d["type"]
     if tag not in PARTS:
         close = difflib.get_close_matches(str(tag), PARTS, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"{path}.type: unknown part type {tag!r}{hint} Known: {', '.join(sorted(PARTS))}")
+        raise ConfigError(f"{path}.type: unknown part type {tag!r}{hint} Known: {', '.join(sorted(PARTS))}")
     cls = PARTS[tag]
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in EXCLUDED}
     kwargs = {}
@@ -80,13 +81,16 @@ def from_dict(d: Any, path: str = "$") -> Part:
         if key == "type":
             continue
         if key not in fields:
-            raise ValueError(f"{path}.{key}: {tag} has no field {key!r}; fields: {', '.join(fields) or 'none'}")
+            raise ConfigError(f"{path}.{key}: {tag} has no field {key!r}; fields: {', '.join(fields) or 'none'}")
         kwargs[key] = decode(value, f"{path}.{key}")
+    missing = [name for name, f in fields.items() if name not in kwargs and default(f) is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{path}.{missing[0]}: missing; a {tag} part needs {', '.join(missing)}")
     try:
         return cls(**kwargs)
-    except ValueError as e:  # "PPOClip.eps_high: ..." -> "recipe.objective.eps_high: ...": the path the user wrote
+    except ConfigError as e:  # "PPOClip.eps_high: ..." -> "recipe.objective.eps_high: ...": the path the user wrote
         msg, own = str(e), f"{cls.__name__}."
-        raise ValueError(f"{path}.{msg[len(own):]}" if msg.startswith(own) else f"{path}: {msg}") from None
+        raise ConfigError(f"{path}.{msg[len(own):]}" if msg.startswith(own) else f"{path}: {msg}") from None
 
 
 def decode(v: Any, path: str) -> Any:

@@ -17,6 +17,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from bench import errors
+
 PATH = Path(__file__).resolve().parent / "calibration.json"
 # Warm-start settings an entry is matched on: every field but these (they do not change what SFT
 # reaches, or they are what calibration chooses).
@@ -44,9 +46,9 @@ def read(path: Path | None = None) -> list[dict]:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e}); restore it from git or rerun `bench calibrate`") from None
+        raise errors.InputError(f"{path}: not valid JSON ({e}); restore it from git or rerun `bench calibrate`") from None
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
-        raise ValueError(f"{path}: expected an object with a list 'entries'")
+        raise errors.InputError(f"{path}: expected an object with a list 'entries'")
     return data["entries"]
 
 
@@ -58,16 +60,16 @@ def lookup(task: str, task_params: dict, scale: str, ws, path: Path | None = Non
     for entry in read(path):
         if entry["match"] == json.loads(json.dumps(key, default=str)):
             if entry.get("status") == "not met":
-                raise ValueError(f"warmstart.calibrated: the calibration of {task!r} at {scale!r} in {path.name} met no "
-                                 f"target ({describe(entry)}); calibrate again (`bench calibrate --task {task} --scale "
-                                 f"{scale}` with more --steps, other --lrs or an easier difficulty) or set warmstart.steps")
+                raise errors.ConfigError(f"warmstart.calibrated: the calibration of {task!r} at {scale!r} in {path.name} met no "
+                                         f"target ({describe(entry)}); calibrate again (`bench calibrate --task {task} --scale "
+                                         f"{scale}` with more --steps, other --lrs or an easier difficulty) or set warmstart.steps")
             return entry
     params = " ".join(f"--param {k}={v}" for k, v in sorted(task_params.items()))
     known = sorted({f"{e['match']['task']['name']}/{e['match']['scale']}" for e in read(path)})
-    raise ValueError(f"warmstart.calibrated: no calibration of task {task!r} {task_params or ''} at scale {scale!r} "
-                     f"with these warm-start settings in {path.name} (calibrated: {', '.join(known) or 'none'}); run "
-                     f"`bench calibrate --task {task} --scale {scale}{' ' + params if params else ''}` first, or set "
-                     "warmstart.steps")
+    raise errors.ConfigError(f"warmstart.calibrated: no calibration of task {task!r} {task_params or ''} at scale {scale!r} "
+                             f"with these warm-start settings in {path.name} (calibrated: {', '.join(known) or 'none'}); run "
+                             f"`bench calibrate --task {task} --scale {scale}{' ' + params if params else ''}` first, or set "
+                             "warmstart.steps")
 
 
 def write(entry: dict, path: Path | None = None) -> None:

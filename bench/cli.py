@@ -6,6 +6,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from bench import errors
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (exit 2), like every other bad input."""
@@ -152,13 +154,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
     tree = unflatten(parse_assignments(args.set)) if args.set else {}
     if set(tree) - {"warmstart"}:
-        raise ValueError(f"--set: calibration takes warm-start settings only (warmstart.FIELD=VALUE), got "
-                         f"{', '.join(sorted(set(tree) - {'warmstart'}))}")
+        raise errors.InputError(f"--set: calibration takes warm-start settings only (warmstart.FIELD=VALUE), got "
+                                f"{', '.join(sorted(set(tree) - {'warmstart'}))}")
     ws = WarmStartConfig.build(tree.get("warmstart", {}))
     if len(args.target) != 2 or not 0 <= args.target[0] < args.target[1] <= 1:
-        raise ValueError(f"--target: got {args.target}; expected LO,HI with 0 <= LO < HI <= 1")
+        raise errors.InputError(f"--target: got {args.target}; expected LO,HI with 0 <= LO < HI <= 1")
     if not 0 < args.min_format <= 1:
-        raise ValueError(f"--min-format: got {args.min_format}; expected a number in (0, 1]")
+        raise errors.InputError(f"--min-format: got {args.min_format}; expected a number in (0, 1]")
     task = tasks.get(args.task, **_task_params(args.data, args.param))
     scale = models.get(args.scale)
     preflight.check_device(args.device)
@@ -191,7 +193,7 @@ def _task_params(data: str | None, assignments: list[str]) -> dict:
     for a in assignments:
         key, sep, raw = a.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--param {a!r}: expected KEY=VALUE, e.g. extractor=boxed")
+            raise errors.InputError(f"--param {a!r}: expected KEY=VALUE, e.g. extractor=boxed")
         params[key.strip()] = parse_value(raw.strip())
     return params
 
@@ -280,7 +282,7 @@ def _run_locked(args: argparse.Namespace, cfg, root: Path) -> int:
             where = results.run_dir(root, cfg.run_id) / "run.json"
             setup = "during set-up" in results.read_meta(where.parent).get("reason", "") if where.is_file() else False
             raise RunRefused(f"run {cfg.run_id} failed: {type(e).__name__}: {_one_line(e)} (the traceback is in "
-                             f"{where})", code=2 if setup or isinstance(e, BAD_INPUT) else 1) from None
+                             f"{where})", code=2 if setup or _expected(e) else 1) from None
     f = res.final
     print(f"status: {res.status}{' (' + res.reason + ')' if res.reason else ''}")
     if f:
@@ -331,7 +333,7 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         print(f"tuned: {len(s.cell_overrides)} cell × recipe pair(s) from {path}; the others run with the suite's settings")
     cfgs = s.expand(s.parse_only(args.only))
     if not cfgs:
-        raise ValueError(f"--only {' '.join(args.only)} selects no run of suite {s.name}")
+        raise errors.InputError(f"--only {' '.join(args.only)} selects no run of suite {s.name}")
     device = check_device(args.device) if args.device else s.device
     preflight.check_runs([c.replace(device=device) for c in cfgs])
     from bench.engine import trackers
@@ -349,8 +351,8 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     plan = runner.make_plan(s, len(pending), args.executor, args.workers, args.threads, args.device, args.address,
                             args.gpus_per_run, args.stack)
     if plan.stack > 1 and args.checkpoint_every:
-        raise ValueError(f"--checkpoint-every {args.checkpoint_every}: stacks keep no resume checkpoints; "
-                         f"use --stack 1 (stack {plan.stack} from {'--stack' if args.stack else '[resources] stack'})")
+        raise errors.InputError(f"--checkpoint-every {args.checkpoint_every}: stacks keep no resume checkpoints; "
+                                f"use --stack 1 (stack {plan.stack} from {'--stack' if args.stack else '[resources] stack'})")
     if args.dry_run:
         from bench.harness.plan import print_plan
 
@@ -385,12 +387,12 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         return 0
     only = s.parse_only(args.only)
     if bool(args.all) == bool(args.recipe):
-        raise ValueError("give --recipe R (repeatable, or R1,R2) or --all (every recipe of the suite, matched)")
+        raise errors.InputError("give --recipe R (repeatable, or R1,R2) or --all (every recipe of the suite, matched)")
     recipes = [r for r in s.recipes if r in only.get("recipe", s.recipes)] if args.all else \
         [r.strip() for spec in args.recipe for r in spec.split(",")]
     for r in recipes:
         if r not in s.recipes:
-            raise ValueError(suites.unknown("recipe", r, list(s.recipes)) + f" (in suite {s.name})")
+            raise errors.InputError(suites.unknown("recipe", r, list(s.recipes)) + f" (in suite {s.name})")
     cells = [c for c in s.cells if c.name in only.get("cell", [c.name]) and c.task in only.get("task", [c.task])
              and c.scale in only.get("scale", [c.scale])]
     workers = args.workers or 1
@@ -438,7 +440,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
     preflight.check_readable(root, "results directory")
     try:
         s = suites.load(args.suite)
-    except (ValueError, FileNotFoundError) as e:  # no suite file: fall back to the suite tag in run.json
+    except errors.InputError as e:  # no such suite, or a bad suite file: fall back to the suite tag in run.json
         print(f"note: {e}; selecting runs tagged suite={args.suite}", file=sys.stderr)
         for run_id, problem in results.problems(root):
             print(f"warning: skipped corrupt run {run_id}: {problem}", file=sys.stderr)
@@ -466,7 +468,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else report.default_dir(s.name)
     preflight.check_writable(out, "report directory")  # before the tables and figures are built
     if (out / "figures").exists() and not (out / "figures").is_dir():
-        raise ValueError(f"report directory {out}: {out / 'figures'} is a file; the report writes its figures there")
+        raise errors.InputError(f"report directory {out}: {out / 'figures'} is a file; the report writes its figures there")
     out = report.build(s, root, out)
     print(f"report: {out / 'index.html'} and {out / 'report.md'}")
     return 0
@@ -725,7 +727,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-BAD_INPUT = (ValueError, FileNotFoundError, LookupError)
+def _expected(e: BaseException) -> bool:
+    """Bad input a user can fix: an InputError (algorithms/errors.py; ConfigError, SuiteError, CorruptRun,
+    UnknownRecipeError, ... are ones). Anything else, a ValueError from a bug included, keeps its traceback.
+    Read from sys.modules, not imported: a command that never loaded algorithms.errors raised none, and
+    `bench list` stays free of torch."""
+    mod = sys.modules.get("algorithms.errors")
+    return mod is not None and isinstance(e, mod.InputError)
 
 
 class RunRefused(Exception):
@@ -749,16 +757,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     try:
         return args.func(args)
-    except BAD_INPUT as e:
-        # bad input: one clear line, no traceback
-        print(f"bench {args.command}: error: {e}", file=sys.stderr)
-        return 2
     except RunRefused as e:
         print(f"bench {args.command}: error: {e}", file=sys.stderr)
         return e.code
     except KeyboardInterrupt:  # before any work started (imports, set-up): nothing to keep
         print(f"\nbench {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        if not _expected(e):
+            raise  # a bug (a ValueError from torch, polars or our own invariant included): its traceback, exit 1
+        print(f"bench {args.command}: error: {e}", file=sys.stderr)  # bad input: one clear line, no traceback
+        return 2
 
 
 if __name__ == "__main__":

@@ -47,13 +47,13 @@ class Budget(Section):
         if isinstance(v, (str, int, float)) and not isinstance(v, bool):
             return _parse_budget(v)
         if not isinstance(v, dict):
-            raise ValueError(f"expected FLOPs (2e12) or a string with a unit ('40steps', '5e5tokens'), got {v!r}")
+            raise ConfigError(f"expected FLOPs (2e12) or a string with a unit ('40steps', '5e5tokens'), got {v!r}")
         return v
 
     @model_validator(mode="after")
     def _whole_steps(self) -> Budget:
         if self.kind == "steps" and self.value != int(self.value):
-            raise ValueError(f"a steps budget must be a whole number of steps, got {self.value:g}steps")
+            raise ConfigError(f"a steps budget must be a whole number of steps, got {self.value:g}steps")
         return self
 
     @classmethod
@@ -70,12 +70,12 @@ def _parse_budget(text: str | int | float) -> dict:
         return {"value": float(text) if math.isfinite(text) else text}
     m = _BUDGET_RE.match(text)
     if not m:
-        raise ValueError(f"got {text!r}; expected a number with an optional unit flops|steps|tokens, "
-                         "e.g. 2e12 or 40steps")
+        raise ConfigError(f"got {text!r}; expected a number with an optional unit flops|steps|tokens, "
+                          "e.g. 2e12 or 40steps")
     try:
         value = float(m.group(1))
     except ValueError:
-        raise ValueError(f"got {text!r}; {m.group(1)!r} is not a number") from None
+        raise ConfigError(f"got {text!r}; {m.group(1)!r} is not a number") from None
     return {"value": value, "kind": m.group(2) or "flops"}
 
 
@@ -149,7 +149,7 @@ class EvalSchedule(Section):
     @model_validator(mode="after")
     def _one_over_n(self) -> EvalSchedule:
         if self.spacing == "linear" and abs(round(1 / self.every) * self.every - 1) > 1e-9:
-            raise ValueError(f"eval.every: got {self.every!r}; expected 1/n for an integer n >= 1 (e.g. 0.1, 0.25)")
+            raise ConfigError(f"eval.every: got {self.every!r}; expected 1/n for an integer n >= 1 (e.g. 0.1, 0.25)")
         return self
 
     @property
@@ -239,8 +239,8 @@ class RolloutConfig(Section):
     @model_validator(mode="after")
     def _precision_native(self) -> RolloutConfig:
         if self.precision != "fp32" and self.backend != "native":
-            raise ValueError(f"rollout.precision: {self.precision!r} needs backend 'native' (got {self.backend!r}; "
-                             "vLLM samples in fp32 here and has its own mismatch)")
+            raise ConfigError(f"rollout.precision: {self.precision!r} needs backend 'native' (got {self.backend!r}; "
+                              "vLLM samples in fp32 here and has its own mismatch)")
         return self
 
 
@@ -248,7 +248,7 @@ def _names(v: Any) -> Any:
     """A TOML list of names (or one name) as a tuple, so a frozen section stays hashable."""
     v = (v,) if isinstance(v, str) else tuple(v) if isinstance(v, list) else v
     if v is not None and not (isinstance(v, tuple) and v and all(isinstance(n, str) for n in v)):
-        raise ValueError(f"got {list(v) if isinstance(v, tuple) else v!r}; expected a non-empty list of names")
+        raise ConfigError(f"got {list(v) if isinstance(v, tuple) else v!r}; expected a non-empty list of names")
     return v
 
 
@@ -262,7 +262,7 @@ def _seed_list(v: Any) -> Any:
     v = _count_or_list(v)
     if v is None or isinstance(v, list) and v:
         return v if v is None else tuple(v)
-    raise ValueError(f"got {v!r}; expected a count >= 1 (seeds = 20) or a non-empty list of seeds")
+    raise ConfigError(f"got {v!r}; expected a count >= 1 (seeds = 20) or a non-empty list of seeds")
 
 
 class Regime(Section):
@@ -422,8 +422,8 @@ class ReportSettings(Section):
     def _metric(cls, v: str) -> str:
         m = re.fullmatch(r"compute_to:(.+)", v)
         if not (v in ACCURACY_METRICS or (m is not None and _unit_float(m.group(1)))):
-            raise ValueError(f"report.primary: got {v!r}; expected auc, final, plateau or compute_to:ACC with ACC "
-                             "in (0, 1], e.g. compute_to:0.5")
+            raise ConfigError(f"report.primary: got {v!r}; expected auc, final, plateau or compute_to:ACC with ACC "
+                              "in (0, 1], e.g. compute_to:0.5")
         return v
 
     @property
@@ -445,7 +445,7 @@ def _unit_float(text: str) -> bool:
 
 def check_device(v: str) -> str:
     if not isinstance(v, str) or not _DEVICE_RE.match(v):
-        raise ValueError(f"device: got {v!r}; expected cpu, cuda, cuda:N or mps")
+        raise ConfigError(f"device: got {v!r}; expected cpu, cuda, cuda:N or mps")
     return v
 
 
@@ -453,11 +453,11 @@ def _recipe(v: Any) -> Any:
     if isinstance(v, algorithms.Recipe):
         return v
     if not isinstance(v, dict):
-        raise ValueError(f"recipe: got {v!r}; expected a table of recipe fields (e.g. recipe.objective.eps_high=0.28); "
-                         "the recipe itself is chosen by name (--recipe, a suite's recipes)")
+        raise ConfigError(f"recipe: got {v!r}; expected a table of recipe fields (e.g. recipe.objective.eps_high=0.28); "
+                          "the recipe itself is chosen by name (--recipe, a suite's recipes)")
     r = recipe_from_dict(v, "recipe")
     if not isinstance(r, algorithms.Recipe):
-        raise ValueError(f"recipe: got a {r.tag!r} part; expected a recipe table (type 'recipe')")
+        raise ConfigError(f"recipe: got a {r.tag!r} part; expected a recipe table (type 'recipe')")
     return r
 
 
@@ -499,10 +499,10 @@ class RunConfig(Section):
     @model_validator(mode="after")
     def _cross(self) -> RunConfig:
         if self.train.tis_cap is not None and self.rollout.backend != "vllm" and self.rollout.precision == "fp32":
-            raise ValueError(f"train.tis_cap: got {self.train.tis_cap!r} with rollout {self.rollout.backend!r} in fp32; "
-                             "it corrects the sampler-vs-trainer log-prob mismatch, so it needs rollout = 'vllm' or "
-                             "rollout.precision = 'bf16'/'fp16' (or tis_cap = null; recipes correct with "
-                             "RolloutCorrection, e.g. grpo_tis)")
+            raise ConfigError(f"train.tis_cap: got {self.train.tis_cap!r} with rollout {self.rollout.backend!r} in fp32; "
+                              "it corrects the sampler-vs-trainer log-prob mismatch, so it needs rollout = 'vllm' or "
+                              "rollout.precision = 'bf16'/'fp16' (or tis_cap = null; recipes correct with "
+                              "RolloutCorrection, e.g. grpo_tis)")
         return self
 
     # -- canonical form -------------------------------------------------------------------------

@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from algorithms.errors import InputError, MissingInput
 from bench import results, tasks
 from bench.tasks import Example
 
@@ -54,7 +55,7 @@ def _params(task) -> dict:
 def task_name(task) -> str:
     try:
         default = tasks.get(task.name).config
-    except ValueError:  # a task with required parameters (gsm8k's path) has no default config
+    except InputError:  # a task with required parameters (gsm8k's path) has no default config
         default = None
     if task.config == default:
         return PREFIX + task.name
@@ -107,7 +108,7 @@ def export_all(root: Path | None = None) -> list[str]:
     for n in tasks.names():
         try:
             task = tasks.get(n)
-        except ValueError:
+        except InputError:
             continue
         names.append(export_task(task, root))
     return names
@@ -161,20 +162,22 @@ def resolve(ref: str, root: Path | None = None) -> Target:
     if (run_dir / "run.json").is_file():
         ckpt = run_dir / "checkpoint"
         if not (ckpt / "config.json").is_file():
-            raise FileNotFoundError(f"run {ref} has no checkpoint ({ckpt}): rerun it with "
-                                    f"`bench run ... --save-checkpoint` (or give a checkpoint directory)")
+            raise MissingInput(f"run {ref} has no checkpoint ({ckpt}): rerun it with "
+                               f"`bench run ... --save-checkpoint` (or give a checkpoint directory)")
+        _json_file(ckpt / "config.json", "model config")  # named here, not in a transformers traceback
         return _from_run(ckpt, run_dir, results.read_meta(run_dir))
     path = Path(ref).expanduser()
     if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"{ref!r} is neither a run id under {root / 'runs'} nor a checkpoint directory "
-                                "(a transformers model directory with config.json)")
+        raise MissingInput(f"{ref!r} is neither a run id under {root / 'runs'} nor a checkpoint directory "
+                           "(a transformers model directory with config.json)")
+    _json_file(path / "config.json", "model config")
     path = path.resolve()
     if (path.parent / "run.json").is_file():  # results/runs/<id>/checkpoint
         return _from_run(path, path.parent, results.read_meta(path.parent))
     out = root / "lmeval" / f"{path.name}-{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
     ws = path / "warmstart.json"  # a cached warm start knows its task
     if ws.is_file():
-        meta = json.loads(ws.read_text())
+        meta = _json_file(ws, "warm-start record")
         cfg = {k: v for k, v in meta["task_config"].items() if k != "version"}
         return Target(path, out, task=_task(meta["task"], cfg), n_examples=meta["config"]["eval_examples"])
     return Target(path, out)
@@ -206,10 +209,10 @@ def _exported_params(name: str, root: Path | None):
         meta = json.loads(m.group(1)) if m else None
         task = _task(meta["bench_task"], meta["bench_params"])
     except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}: not a task file bench exported ({type(e).__name__}: {e}); "
+        raise InputError(f"{path}: not a task file bench exported ({type(e).__name__}: {e}); "
                          "delete it, or export it again with `bench eval --export-only`") from None
     if task_name(task) != name:
-        raise ValueError(f"{path}: its parameters give task {task_name(task)!r}, not {name!r}: the file was "
+        raise InputError(f"{path}: its parameters give task {task_name(task)!r}, not {name!r}: the file was "
                          "edited; delete it and evaluate the run again")
     return task
 
@@ -226,7 +229,7 @@ def prepare_tasks(names: list[str], private: Path, root: Path | None = None):
             try:
                 export_task(tasks.get(n[len(PREFIX):]), out=private)
                 continue
-            except ValueError:  # a task that needs parameters (gsm8k's data file)
+            except InputError:  # a task that needs parameters (gsm8k's data file)
                 pass
         task = _exported_params(n, root) if n.startswith(PREFIX) else None
         if task is not None:
@@ -236,14 +239,14 @@ def prepare_tasks(names: list[str], private: Path, root: Path | None = None):
         else:
             builtin.append(n)
     if unknown_bench:
-        raise ValueError(_unknown(unknown_bench, _available(tasks_dir(root)), []))
+        raise InputError(_unknown(unknown_bench, _available(tasks_dir(root)), []))
     from lm_eval.tasks import TaskManager  # ~5 s to import
 
     tm = TaskManager(include_path=str(private), include_defaults=bool(builtin))
     unknown = [n for n in builtin if n not in tm.all_tasks]
     if unknown:
         ours = _available(tasks_dir(root))
-        raise ValueError(_unknown(unknown, ours, sorted(set(tm.all_tasks) - set(ours))))
+        raise InputError(_unknown(unknown, ours, sorted(set(tm.all_tasks) - set(ours))))
     return tm
 
 
@@ -267,7 +270,7 @@ def load_model(ckpt: Path, backend: str = "hf", batch_size: int = 256, device: s
         return VLLM(pretrained=str(ckpt), dtype="float32", enforce_eager=True, batch_size=batch_size,
                     add_bos_token=False, max_model_len=_positions(ckpt), seed=0)
     if backend != "hf":
-        raise ValueError(f"unknown lm-eval model backend {backend!r}; valid: hf, vllm")
+        raise InputError(f"unknown lm-eval model backend {backend!r}; valid: hf, vllm")
     import torch
     from lm_eval.models.huggingface import HFLM
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -308,7 +311,18 @@ def _lm_eval_vllm():
 
 
 def _positions(ckpt: Path) -> int:
-    return int(json.loads((ckpt / "config.json").read_text()).get("max_position_embeddings", 2048))
+    return int(_json_file(ckpt / "config.json", "model config").get("max_position_embeddings", 2048))
+
+
+def _json_file(path: Path, what: str) -> dict:
+    """A JSON object file in a directory the user named; InputError naming it when unreadable."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: unreadable {what} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: unreadable {what} (a JSON {type(data).__name__}, not an object)")
+    return data
 
 
 def evaluate(ref: str, task_names: list[str] | None = None, root: Path | None = None, backend: str = "hf",
@@ -325,7 +339,7 @@ def evaluate(ref: str, task_names: list[str] | None = None, root: Path | None = 
         gen_kwargs = None
         if not task_names:
             if target.task is None:
-                raise ValueError(f"{ref}: not a run or warm start, so its task is unknown: pass --tasks "
+                raise InputError(f"{ref}: not a run or warm start, so its task is unknown: pass --tasks "
                                  f"(e.g. {', '.join(_available(tasks_dir(root)))})")
             task_names = [export_task(target.task, out=private)]
             limit = limit or target.n_examples

@@ -9,6 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from algorithms.errors import ConfigError, InputError
 from bench.config import RunConfig
 
 
@@ -18,14 +19,14 @@ def check_device(device: str) -> None:
 
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r}: this torch ({torch.__version__}) sees no CUDA device; "
-                             "use --device cpu, or a machine and torch build with CUDA")
+            raise ConfigError(f"device {device!r}: this torch ({torch.__version__}) sees no CUDA device; "
+                              "use --device cpu, or a machine and torch build with CUDA")
         index = int(device.split(":", 1)[1]) if ":" in device else 0
         if index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s), "
-                             f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+            raise ConfigError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s), "
+                              f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
     elif device == "mps" and not torch.backends.mps.is_available():
-        raise ValueError("device 'mps': not available in this torch build on this machine; use --device cpu")
+        raise ConfigError("device 'mps': not available in this torch build on this machine; use --device cpu")
 
 
 def check_writable(path: Path | str, what: str) -> None:
@@ -38,33 +39,33 @@ def check_writable(path: Path | str, what: str) -> None:
         probe = probe.parent
     if not probe.is_dir():
         where = "is a file" if probe == path else f"cannot be created: {probe} is a file"
-        raise ValueError(f"{what} {path} {where}; give a directory")
+        raise InputError(f"{what} {path} {where}; give a directory")
     try:
         fd, tmp = tempfile.mkstemp(prefix=".bench-write-check.", dir=probe)
         os.close(fd)
         os.unlink(tmp)
     except OSError as e:
-        raise ValueError(f"{what} {path} is not writable ({e.strerror} in {probe})") from None
+        raise InputError(f"{what} {path} is not writable ({e.strerror} in {probe})") from None
 
 
 def check_readable(path: Path | str, what: str) -> None:
     """`path` is an existing directory we can read (a results directory a command reads from)."""
     path = Path(path)
     if not path.exists():
-        raise ValueError(f"{what} {path} does not exist")
+        raise InputError(f"{what} {path} does not exist")
     if not path.is_dir():
-        raise ValueError(f"{what} {path} is a file; give a directory")
+        raise InputError(f"{what} {path} is a file; give a directory")
     if not os.access(path, os.R_OK | os.X_OK):
-        raise ValueError(f"{what} {path} is not readable")
+        raise InputError(f"{what} {path} is not readable")
 
 
 def check_file_writable(path: Path | str, what: str) -> None:
     """`path` is a file we can write (or create): not a directory, in a writable directory."""
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"{what} {path} is a directory; give a file")
+        raise InputError(f"{what} {path} is a directory; give a file")
     if path.exists() and not os.access(path, os.W_OK):
-        raise ValueError(f"{what} {path} is not writable")
+        raise InputError(f"{what} {path} is not writable")
     check_writable(path.parent, f"{what} {path}: its directory")
 
 
@@ -74,11 +75,11 @@ def check_task(task: str, params: dict, ood: bool = False) -> None:
 
     try:
         t = tasks.get(task, **params)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"task {task}: {e}") from None
+    except (InputError, TypeError) as e:
+        raise ConfigError(f"task {task}: {e}") from None
     if ood and t.ood() is None:
-        raise ValueError(f"eval.ood_examples: task {task!r} defines no harder split (Task.ood) to evaluate on; "
-                         "set eval.ood_examples = 0")
+        raise ConfigError(f"eval.ood_examples: task {task!r} defines no harder split (Task.ood) to evaluate on; "
+                          "set eval.ood_examples = 0")
 
 
 def check_scale(scale: str) -> None:

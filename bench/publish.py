@@ -27,6 +27,7 @@ from pathlib import Path
 
 import polars as pl
 
+from algorithms.errors import InputError, MissingInput
 from bench import results
 
 TABLES = ("steps", "evals")
@@ -51,12 +52,12 @@ def publish(suite, root: Path, reports: Path | None = None, out=None) -> Path:
     sources = {rid: _source(rid, root, data) for rid in cfgs}
     missing = [rid for rid, src in sources.items() if src is None]
     if missing:
-        raise ValueError(f"{len(missing)} of the {len(cfgs)} runs of suite {suite.name} have no finished record in "
+        raise InputError(f"{len(missing)} of the {len(cfgs)} runs of suite {suite.name} have no finished record in "
                          f"{root} (e.g. {', '.join(missing[:3])}); `bench suite {suite.name}` runs them")
     metas = {rid: json.loads((src / "run.json").read_text()) for rid, src in sources.items()}
     problems = publish_problems(metas, {rid: c.tags["cell"] for rid, c in cfgs.items()})
     if problems:
-        raise ValueError(f"not publishable: {'; '.join(problems)}. Publish runs trained from a clean commit "
+        raise InputError(f"not publishable: {'; '.join(problems)}. Publish runs trained from a clean commit "
                          "(commit, then rerun them into an empty results directory)")
     reports.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".publish.", dir=reports))
@@ -124,17 +125,17 @@ def published_runs(report_dir: Path) -> dict[str, dict]:
     runs = Path(report_dir) / "data" / "runs"
     if not runs.is_dir():
         known = ", ".join(sorted(p.parent.parent.name for p in Path("reports").glob("*/data/runs"))) or "none"
-        raise FileNotFoundError(f"{report_dir} has no data/runs/ (a published report keeps its runs there; "
-                                f"published reports: {known})")
+        raise MissingInput(f"{report_dir} has no data/runs/ (a published report keeps its runs there; "
+                           f"published reports: {known})")
     metas = {}
     for d in sorted(runs.iterdir()):
         f = d / "run.json"
         if f.is_file():
-            m = json.loads(f.read_text())
+            m = results.read_meta(d)  # a corrupt record: CorruptRun naming the file
             if m.get("status") in ("finished", "diverged"):  # a divergence must reproduce too
                 metas[d.name] = m
     if not metas:
-        raise ValueError(f"{runs} holds no finished or diverged run")
+        raise InputError(f"{runs} holds no finished or diverged run")
     return metas
 
 
@@ -267,12 +268,12 @@ def reproduce(report_dir: Path, n: int, only: Iterable[str] = (), cache: Path | 
     filters = parse_filters(list(only), {k: sorted(set(v)) for k, v in valid.items()}, f"in {report_dir}")
     ids = select(metas, n, filters)
     if not ids:
-        raise ValueError(f"--only {' '.join(only)} selects none of the {len(metas)} finished runs in {report_dir / 'data' / 'runs'}")
+        raise InputError(f"--only {' '.join(only)} selects none of the {len(metas)} finished runs in {report_dir / 'data' / 'runs'}")
     with tempfile.TemporaryDirectory(prefix="bench-reproduce-") as tmp:
         cache_dir = Path(cache) if cache else Path(tmp) / "cache"
         root = Path(keep) if keep else Path(tmp) / "results"
         if keep and any(root.glob("runs/*")):
-            raise ValueError(f"--keep {root} is not empty: reruns go into an empty results directory")
+            raise InputError(f"--keep {root} is not empty: reruns go into an empty results directory")
         cache_dir.mkdir(parents=True, exist_ok=True)
         root.mkdir(parents=True, exist_ok=True)
         outcomes = {rid: _outcome(rid, metas[rid]) for rid in ids}

@@ -31,6 +31,7 @@ from pathlib import Path
 import polars as pl
 
 from algorithms import metrics
+from algorithms.errors import InputError
 
 # Columns every record has, before its metrics (evals also carry the ledger's FLOPs at the evaluation).
 STEP_INDEX = {"step": pl.Int64}
@@ -107,7 +108,7 @@ RECORD_FILES = ("run.json", "steps.parquet", "evals.parquet")
 META_KEYS = ("run_id", "config_id", "status", "recipe_name", "config")
 
 
-class CorruptRun(ValueError):
+class CorruptRun(InputError):
     """A run directory whose record cannot be read; str() names the file and the problem."""
 
 
@@ -190,7 +191,7 @@ def quarantine(root: Path, run_id: str) -> Path:
     return dst
 
 
-class UndeclaredMetric(ValueError):
+class UndeclaredMetric(InputError):
     """A row carries a key that is not a declared metric of its table: it would be lost, so nothing is written."""
 
 

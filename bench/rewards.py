@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from algorithms import metrics as metric_registry
+from algorithms.errors import ConfigError
 
 DEFAULT: dict[str, float] = {"correct": 1.0}
 OVERLONG_BUFFER_FRAC = 0.2  # DAPO: 4k of a 20k cap
@@ -97,16 +98,16 @@ def overlong(s: Samples) -> torch.Tensor:
 def check(spec: object) -> dict[str, float]:
     """A validated {name: weight}; unknown names and non-numbers raise, naming the choices."""
     if not isinstance(spec, dict) or not spec:
-        raise ValueError(f"rewards must be a table of reward function -> weight, e.g. "
-                         f"{{correct = 1.0, format = 0.1}}; got {spec!r}")
+        raise ConfigError(f"rewards must be a table of reward function -> weight, e.g. "
+                          f"{{correct = 1.0, format = 0.1}}; got {spec!r}")
     out = {}
     for name, w in spec.items():
         if name not in _REWARDS:
             close = difflib.get_close_matches(str(name), names(), n=1)
-            raise ValueError(f"unknown reward function {name!r}; choose from: {', '.join(names())}"
-                             + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ConfigError(f"unknown reward function {name!r}; choose from: {', '.join(names())}"
+                              + (f" (did you mean {close[0]!r}?)" if close else ""))
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
-            raise ValueError(f"rewards.{name}: the weight must be a finite number, got {w!r}")
+            raise ConfigError(f"rewards.{name}: the weight must be a finite number, got {w!r}")
         out[name] = float(w)
     return dict(sorted(out.items()))
 

@@ -84,6 +84,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BeforeValidator, Field, field_validator
 
 import algorithms
+from algorithms.errors import InputError
 from algorithms.serialize import from_dict as part_from_dict
 from bench import models, rewards as reward_fns, tasks
 from bench.config import (ACCURACY_METRICS, DEFAULT_PRIMARY, PRIMARY_METRICS, Budget, Claim, EvalSchedule, Regime, ReportSettings,
@@ -98,8 +99,8 @@ __all__ = ["DEFAULT_PRIMARY", "PRIMARY_METRICS", "Cell", "ReportSettings", "Reso
            "from_dict", "load", "names", "resolve", "unknown"]
 
 
-class SuiteError(ValueError):
-    """A bad suite file: the message starts with the file and the key."""
+class SuiteError(ConfigError):
+    """A bad suite file: the message starts with the file and the key (a ConfigError: one line, exit 2)."""
 
     def __init__(self, path: Path | str, key: str, msg: str):
         super().__init__(f"{path}: {key}: {msg}" if key else f"{path}: {msg}")
@@ -149,10 +150,10 @@ class SuiteFile(Section):
     @classmethod
     def _lrs(cls, v: Any) -> Any:
         if not isinstance(v, dict):
-            raise ValueError(f"lr: got {v!r}; expected a table of task/scale = learning rate")
+            raise ConfigError(f"lr: got {v!r}; expected a table of task/scale = learning rate")
         for key, x in v.items():
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
-                raise ValueError(f"lr.{key}: got {x!r}; expected a finite number > 0")
+                raise ConfigError(f"lr.{key}: got {x!r}; expected a finite number > 0")
         return {k: float(x) for k, x in v.items()}
 
     @field_validator("warmstart", mode="before")
@@ -164,7 +165,7 @@ class SuiteFile(Section):
     @classmethod
     def _distinct(cls, v: list) -> list:
         if len(set(v)) != len(v):
-            raise ValueError(f"duplicates in {v}")
+            raise ConfigError(f"duplicates in {v}")
         return v
 
 
@@ -307,10 +308,10 @@ def parse_filters(specs: list[str], valid: dict[str, list[str]], where: str) -> 
         key, sep, vals = spec.partition("=")
         key = key.strip()
         if not sep or key not in valid:
-            raise ValueError(f"--only {spec!r}: expected KEY=V1,V2 with KEY one of {', '.join(valid)}")
+            raise algorithms.InputError(f"--only {spec!r}: expected KEY=V1,V2 with KEY one of {', '.join(valid)}")
         for v in (v.strip() for v in vals.split(",")):
             if v not in valid[key]:
-                raise ValueError(f"--only {spec!r}: {unknown(key, v, valid[key])} ({where})")
+                raise algorithms.InputError(f"--only {spec!r}: {unknown(key, v, valid[key])} ({where})")
             out.setdefault(key, []).append(v)
     return out
 
@@ -331,11 +332,11 @@ def resolve(name_or_path: str | Path) -> Path:
     if s.endswith(".toml") or "/" in s or Path(s).is_file():
         p = Path(s)
         if not p.is_file():
-            raise FileNotFoundError(f"suite file {s} does not exist")
+            raise algorithms.MissingInput(f"suite file {s} does not exist")
         return p
     p = SUITES_DIR / f"{s}.toml"
     if not p.is_file():
-        raise ValueError(unknown("suite", s, names()) + f" (or a path to a .toml file; suites live in {SUITES_DIR})")
+        raise algorithms.InputError(unknown("suite", s, names()) + f" (or a path to a .toml file; suites live in {SUITES_DIR})")
     return p
 
 
@@ -382,14 +383,14 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     for s in f.scales:
         try:
             models.get(s)
-        except (ValueError, FileNotFoundError) as e:
+        except InputError as e:
             raise err("scales", str(e)) from None
     for t, params in f.task_params.items():
         if t not in f.tasks:
             raise err(f"task_params.{t}", unknown("task", t, f.tasks) + " (task_params keys are the suite's tasks)")
         try:
             tasks.get(t, **params)
-        except (ValueError, TypeError, OSError) as e:  # OSError: a data file that is missing or unreadable
+        except (InputError, TypeError, OSError) as e:  # TypeError: a parameter of the wrong type; OSError: a data file
             raise err(f"task_params.{t}", str(e)) from None
     if f.report.baseline is not None and f.report.baseline not in f.recipes:
         raise err("report.baseline", unknown("recipe", f.report.baseline, f.recipes) + " (the suite's recipes)")
@@ -483,7 +484,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
         for cell in (c for c in suite.cells if recipe in suite.cell_recipes(c)):
             try:
                 suite.run_config(cell, recipe, suite.seeds[0])
-            except ValueError as e:
+            except InputError as e:
                 raise err(f"overrides.{recipe}", str(e)) from None
     return suite
 
@@ -539,7 +540,7 @@ def _variants(tables: dict[str, Any], err) -> dict[str, Variant]:
         base_recipe = parent.recipe if parent else algorithms.get(base)
         try:
             recipe = part_from_dict(merge({**base_recipe.to_dict(), "name": name}, patch), key)
-        except (ValueError, TypeError, KeyError) as e:
+        except InputError as e:
             raise err("", str(e)) from None  # the message names the path (variants.NAME.part.field)
         diff = recipe.diff(base_recipe)
         if not diff:
@@ -568,14 +569,14 @@ def read_tuned(path: Path) -> dict[tuple[str, str], dict]:
     try:
         data = tomllib.loads(read_text(path))
     except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: invalid TOML: {e}") from None
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
     if set(data) - {"overrides"}:
-        raise ValueError(f"{path}: unknown top-level keys {sorted(set(data) - {'overrides'})}; a tuned file holds "
-                         "[overrides.\"TASK/SCALE\".RECIPE] tables")
+        raise ConfigError(f"{path}: unknown top-level keys {sorted(set(data) - {'overrides'})}; a tuned file holds "
+                          "[overrides.\"TASK/SCALE\".RECIPE] tables")
     out = {}
     for key, table in data.get("overrides", {}).items():
         if not isinstance(table, dict):
-            raise ValueError(f"{path}: overrides.{key}: expected a table")
+            raise ConfigError(f"{path}: overrides.{key}: expected a table")
         if "/" in key:  # a cell: recipes below it
             for recipe, values in table.items():
                 out[(key, recipe)] = _tuned_values(path, f"overrides.\"{key}\".{recipe}", values)
@@ -586,10 +587,10 @@ def read_tuned(path: Path) -> dict[tuple[str, str], dict]:
 
 def _tuned_values(path: Path, where: str, values) -> dict:
     if not isinstance(values, dict) or any(isinstance(v, dict) for v in values.values()):
-        raise ValueError(f'{path}: {where}: expected dotted paths with values, e.g. "train.lr" = 1e-4')
+        raise ConfigError(f'{path}: {where}: expected dotted paths with values, e.g. "train.lr" = 1e-4')
     for p in values:
         if not p.startswith(tuple(o + "." for o in OVERRIDABLE)):
-            raise ValueError(f"{path}: {where}: {p!r}: only {' and '.join(o + '.*' for o in OVERRIDABLE)} paths")
+            raise ConfigError(f"{path}: {where}: {p!r}: only {' and '.join(o + '.*' for o in OVERRIDABLE)} paths")
     return dict(values)
 
 
@@ -597,16 +598,16 @@ def apply_tuned(suite: Suite, path: Path) -> Suite:
     """The suite with the file's tuned values; checks cells, recipes and values against the suite."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no tuned overrides at {path}; run `bench tune {suite.name} --all` first "
-                                "(or pass --tuned-file)")
+        raise algorithms.MissingInput(f"no tuned overrides at {path}; run `bench tune {suite.name} --all` first "
+                                      "(or pass --tuned-file)")
     tables = read_tuned(path)
     cells = [c.name for c in suite.cells]
     per = {}
     for (cell, recipe), values in sorted(tables.items(), key=lambda kv: kv[0][0] != ""):  # a cell's table wins
         if recipe not in suite.recipes:
-            raise ValueError(f"{path}: {unknown('recipe', recipe, list(suite.recipes))} (in suite {suite.name})")
+            raise ConfigError(f"{path}: {unknown('recipe', recipe, list(suite.recipes))} (in suite {suite.name})")
         if cell and cell not in cells:
-            raise ValueError(f"{path}: {unknown('cell', cell, cells)} (in suite {suite.name})")
+            raise ConfigError(f"{path}: {unknown('cell', cell, cells)} (in suite {suite.name})")
         for c in ([cell] if cell else cells):
             per[(c, recipe)] = {**per.get((c, recipe), {}), **values}
     tuned = dataclasses.replace(suite, cell_overrides=per, tuned_from=path)
@@ -614,8 +615,8 @@ def apply_tuned(suite: Suite, path: Path) -> Suite:
         cell = next(x for x in suite.cells if x.name == c)
         try:
             tuned.run_config(cell, recipe, suite.seeds[0])
-        except ValueError as e:
-            raise ValueError(f"{path}: {c} {recipe}: {e}") from None
+        except InputError as e:
+            raise ConfigError(f"{path}: {c} {recipe}: {e}") from None
     return tuned
 
 

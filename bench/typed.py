@@ -20,13 +20,7 @@ import annotated_types as at
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
-
-class ConfigError(ValueError):
-    """A bad config value: one line naming the field, the value and the allowed range."""
-
-    def __init__(self, msg: str, source: tuple[ValidationError, type[BaseModel]] | None = None):
-        super().__init__(msg)
-        self.source = source  # pydantic's report, so a section validated inside another is re-worded with its full path
+from algorithms.errors import ConfigError  # defined there (the lowest layer); `from bench.typed import ConfigError` stays
 
 
 class Section(BaseModel):

@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
+from algorithms.errors import InputError, MissingInput
 from bench import models
 from bench.config import EvalConfig, WarmStartConfig
 from bench.engine.evaluate import evaluate
@@ -179,7 +180,7 @@ def weights_sha256(path: Path) -> str:
     identity of the weights a run starts from, whatever cache or directory holds them."""
     files = sorted(f for f in Path(path).iterdir() if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES))
     if not files:
-        raise FileNotFoundError(f"no weight files ({', '.join(WEIGHT_SUFFIXES)}) in {path}")
+        raise MissingInput(f"no weight files ({', '.join(WEIGHT_SUFFIXES)}) in {path}")
     h = hashlib.sha256()
     for f in files:
         h.update(f.name.encode() + b"\0")
@@ -270,10 +271,14 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
     with open(root / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one trainer per key; others wait, then hit the cache
         if (final / "warmstart.json").is_file():
-            meta = json.loads((final / "warmstart.json").read_text())
+            try:
+                meta = json.loads((final / "warmstart.json").read_text())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise InputError(f"the cached warm start {final}: unreadable warmstart.json ({type(e).__name__}); delete "
+                                 "that directory and the next run trains it again") from None
             sha = weights_sha256(final)
             if meta.get("sha256") not in (None, sha):
-                raise ValueError(f"the cached warm start {final} has weights with SHA-256 {sha[:12]}, not the "
+                raise InputError(f"the cached warm start {final} has weights with SHA-256 {sha[:12]}, not the "
                                  f"{meta['sha256'][:12]} it was saved with (modified or damaged after training); "
                                  "delete that directory and the next run trains it again")
             return WarmStart(final, key, meta["accuracy"], meta["seconds"], True, meta["metrics"], _prompt(task), sha)

@@ -186,6 +186,14 @@ def main() -> int:
         Case("tuned file: not UTF-8", "corrupt", ["suite", "smoke", "--tuned", "--tuned-file", str(work / "s/t.toml"),
                                                   "--dry-run", "--no-calibrate", *R],
              must="t.toml:1:", prepare=lambda _: write("s/t.toml", b"\xff\xfe[overrides]\n")),
+        # a JSON file in a directory the user named: one line naming it (issue 26: only expected errors are one line)
+        Case("eval: checkpoint with a garbage config.json", "corrupt", ["eval", str(work / "m/bad"), *R],
+             must="bad/config.json", prepare=lambda _: write("m/bad/config.json", "{not json")),
+        Case("eval: warm start with a garbage warmstart.json", "corrupt", ["eval", str(work / "m/ws"), *R],
+             must="warmstart.json", prepare=lambda _: (write("m/ws/config.json", '{"model_type": "qwen2"}'),
+                                                       write("m/ws/warmstart.json", "garbage"))),
+        Case("reproduce: a published run.json is garbage", "corrupt", ["reproduce", str(work / "rep")],
+             must="abc123def456/run.json", prepare=lambda _: write("rep/data/runs/abc123def456/run.json", "{oops")),
         # ---- odd URLs (no password may be printed)
         *[Case(f"tune storage {i}: {u.split('://')[0] if '://' in u else 'no scheme'}", "url", url(u)) for i, u in enumerate([
             f"POSTGRESQL://u:{SECRET}@127.0.0.1:1/db", f"postgresql://:{SECRET}@127.0.0.1:1/db",

@@ -2,6 +2,7 @@
 when asked for: vLLM lives in its own venv). Above both, so neither imports the other."""
 from __future__ import annotations
 
+from algorithms.errors import ConfigError
 from bench.engine.policy import Policy
 from bench.engine.rollout import NativeBackend, RolloutBackend
 
@@ -15,9 +16,9 @@ def make_backend(name: str, policy: Policy, seed: int = 0, device: str = "cpu",
     if name == "native":
         return NativeBackend(policy.model, policy.pad_id, policy.eos_id, precision=precision)
     if precision != "fp32":
-        raise ValueError(f"rollout precision {precision!r} needs the native backend (vLLM samples in fp32 here)")
+        raise ConfigError(f"rollout precision {precision!r} needs the native backend (vLLM samples in fp32 here)")
     if name == "vllm":  # imported lazily: vLLM lives in its own venv
         from bench.engine.vllm_backend import VLLMBackend
 
         return VLLMBackend(policy, seed=seed, device=device)
-    raise ValueError(f"rollout backend {name!r} is not available; valid: {', '.join(BACKENDS)}")
+    raise ConfigError(f"rollout backend {name!r} is not available; valid: {', '.join(BACKENDS)}")

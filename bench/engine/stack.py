@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from algorithms.errors import InputError
 from bench.config import RunConfig
 from bench.engine.compute import Local
 from bench.engine.policy import Policy, sequence_logprobs
@@ -179,7 +180,7 @@ class Replica(Local):
 
     def backend(self, name: str, policy: Policy, seed: int, device: str, precision: str) -> RolloutBackend:
         if name != "native":
-            raise ValueError(f"rollout {name!r}: a stack samples with the native backend only; run it alone "
+            raise InputError(f"rollout {name!r}: a stack samples with the native backend only; run it alone "
                              "(--stack 1)")
         return _Backend(make_backend(name, policy, seed=seed, device=device, precision=precision), self)
 

@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from algorithms.errors import InputError
 from bench.engine.callbacks import Callback
 
 if TYPE_CHECKING:
@@ -76,10 +77,10 @@ PACKAGES = {"tensorboard": "tensorboard"}  # tracker -> the module it needs
 def check(name: str) -> str:
     """name when it is a tracker whose package is installed; else a one-line ValueError."""
     if name not in TRACKERS:
-        raise ValueError(f"--report-to {name!r}: unknown tracker; valid: {', '.join(TRACKERS)}")
+        raise InputError(f"--report-to {name!r}: unknown tracker; valid: {', '.join(TRACKERS)}")
     pkg = PACKAGES.get(name)
     if pkg and importlib.util.find_spec(pkg) is None:
-        raise ValueError(f"--report-to {name}: the {pkg} package is not installed "
+        raise InputError(f"--report-to {name}: the {pkg} package is not installed "
                          f"(pip install 'grpo-bench[track]'); valid now: "
                          f"{', '.join(n for n in TRACKERS if not PACKAGES.get(n) or importlib.util.find_spec(PACKAGES[n]))}")
     return name

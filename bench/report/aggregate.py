@@ -46,6 +46,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
+from algorithms.errors import InputError
 from bench.report import stats
 from bench.report.stats import LEVEL, N_BOOT, SEED
 
@@ -160,24 +161,24 @@ def normalise(scores: pl.DataFrame, baseline: str, start: pl.DataFrame | None = 
             lo, hi = (float(a.min()), float(a.max())) if a.size else (math.nan, math.nan)
             den = hi - lo
             if not (math.isfinite(den) and den > 0):
-                raise ValueError(f"normalise: on task {t!r} every run has the same score ({lo:.4g}) or none has "
+                raise InputError(f"normalise: on task {t!r} every run has the same score ({lo:.4g}) or none has "
                                  "one, so min–max scaling divides by zero; drop the task")
             offset[t], scale[t] = lo, den
             continue
         if starts:
             if t not in starts:
-                raise ValueError(f"normalise: start has no row for task {t!r}; give every task its start value")
+                raise InputError(f"normalise: start has no row for task {t!r}; give every task its start value")
             s0 = float(starts[t])
         else:
             s0 = 0.0
         b = v[[i for i in rows if recipes[i] == baseline]]
         b = b[np.isfinite(b)]
         if not b.size:
-            raise ValueError(f"normalise: the baseline {baseline!r} has no finite score on task {t!r}; "
+            raise InputError(f"normalise: the baseline {baseline!r} has no finite score on task {t!r}; "
                              "use how='minmax' or drop the task")
         den = float(b.mean()) - s0
         if not (math.isfinite(s0) and math.isfinite(den) and den > 1e-12 * max(1.0, abs(s0))):
-            raise ValueError(f"normalise: the baseline {baseline!r} made no gain on task {t!r} (mean {b.mean():.4g}, "
+            raise InputError(f"normalise: the baseline {baseline!r} made no gain on task {t!r} (mean {b.mean():.4g}, "
                              f"start {s0:.4g}), so its gain cannot be the unit; use how='minmax' or drop the task")
         offset[t], scale[t] = s0, den
     off = np.array([offset[t] for t in tasks], dtype=np.float64)

@@ -124,7 +124,7 @@ def declared_text(ctx: Context) -> str:
             "confirmatory.")
 
 
-def _settings_text(su, data: Data) -> str:
+def _settings_text(su, data: Data | None = None) -> str:
     """Whether the recipes run at tuned settings or at their defaults, in one sentence."""
     if su.tuned_from is None:
         lrs = {c.name: {run_config(su, data, c.name, r).train.lr for r in su.cell_recipes(c)} for c in su.cells}

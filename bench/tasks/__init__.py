@@ -22,7 +22,7 @@ An `Example` is a frozen (prompt, answer, solution, meta). Prompts and solutions
 strings: the engine adds the chat template and EOS. `solution` is the whole completion a
 model should learn in the warm start: a scratchpad, then a final line `#### {answer}`.
 Verifiers read the answer after the last `####` (see `answer.py`). Unknown task names,
-difficulties or parameters raise ValueError listing the choices and the closest match.
+difficulties or parameters raise ConfigError (a ValueError) listing the choices and the closest match.
 
 A new task is a new module here: subclass `Task` (or `GeneratedTask` for an endless
 generator), give it a frozen `Config` deriving `TaskConfig`, presets for "easy", "medium"

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from bench import errors
+
 Split = Literal["train", "test"]
 
 
@@ -51,7 +53,7 @@ class TaskConfig:
         check_int("seed", self.seed)
         check_int("test_size", self.test_size, lo=1)
         if not isinstance(self.holdout_frac, (int, float)) or not 0 < self.holdout_frac < 1:
-            raise ValueError(f"holdout_frac must be a number in (0, 1), got {self.holdout_frac!r}")
+            raise errors.ConfigError(f"holdout_frac must be a number in (0, 1), got {self.holdout_frac!r}")
 
 
 class Task:
@@ -237,7 +239,7 @@ class GeneratedTask(Task):
                 if len(out) == n:
                     break
             if draws >= max_draws:
-                raise ValueError(
+                raise errors.ConfigError(
                     f"{self.name}: found only {len(out)} distinct held-out prompts in {draws} "
                     "draws, "
                     f"fewer than the {n} asked for; this difficulty has too few distinct problems "
@@ -275,13 +277,13 @@ def check_split(which: object) -> None:
 
 def check_int(name: str, value: object, lo: int | None = None, hi: int | None = None) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{name} must be an int, got {value!r}")
+        raise errors.ConfigError(f"{name} must be an int, got {value!r}")
     if lo is not None and value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value}")
+        raise errors.ConfigError(f"{name} must be >= {lo}, got {value}")
     if hi is not None and value > hi:
-        raise ValueError(f"{name} must be <= {hi}, got {value}")
+        raise errors.ConfigError(f"{name} must be <= {hi}, got {value}")
 
 
 def check_range(low_name: str, low: int, high_name: str, high: int) -> None:
     if low > high:
-        raise ValueError(f"{low_name} ({low}) must be <= {high_name} ({high})")
+        raise errors.ConfigError(f"{low_name} ({low}) must be <= {high_name} ({high})")

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from bench import errors
 from .answer import numeric_score
 from .base import (Example, GeneratedTask, TaskConfig, check_int, check_range, derived_seed,
                    generation_cap)
@@ -41,7 +42,7 @@ class ChainSumConfig(TaskConfig):
         check_int("max_digits", self.max_digits, lo=1, hi=12)
         check_range("min_digits", self.min_digits, "max_digits", self.max_digits)
         if not isinstance(self.allow_negation, bool):
-            raise ValueError(f"allow_negation must be a bool, got {self.allow_negation!r}")
+            raise errors.ConfigError(f"allow_negation must be a bool, got {self.allow_negation!r}")
 
 
 def worked_solution(terms: list[int], ops: list[str]) -> tuple[str, int]:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from bench import errors
 from .answer import extract_answer
 from .base import (Example, GeneratedTask, TaskConfig, check_int, check_range, derived_seed,
                    generation_cap)
@@ -60,8 +61,8 @@ class CountdownConfig(TaskConfig):
         if (not isinstance(self.operators, tuple) or not self.operators
                 or any(op not in ("+", "-", "*", "/") for op in self.operators)
                 or len(set(self.operators)) != len(self.operators)):
-            raise ValueError("operators must be a non-empty tuple of distinct '+', '-', '*', '/', "
-                             f"got {self.operators!r}")
+            raise errors.ConfigError("operators must be a non-empty tuple of distinct '+', '-', '*', '/', "
+                                     f"got {self.operators!r}")
 
 
 class _Invalid(Exception):

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from bench import errors
 from . import files
 from .answer import EXTRACTORS, FORMATS, MAX_ANSWER_CHARS, parse_int
 from .base import Example, Split, Task, TaskConfig, check_int, check_split, generation_cap, in_holdout
@@ -70,20 +71,20 @@ class DataTaskConfig(TaskConfig):
         super().__post_init__()
         for name in ("path", "question", "answer"):
             if not (isinstance(getattr(self, name), str) and getattr(self, name)):
-                raise ValueError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
+                raise errors.ConfigError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
         for name in ("split", "test_path", "test_split", "solution", "system_prompt", "chat_template"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, str) and value):
-                raise ValueError(f"{name} must be a non-empty string or null, got {value!r}")
+                raise errors.ConfigError(f"{name} must be a non-empty string or null, got {value!r}")
         if self.extractor not in EXTRACTORS:
-            raise ValueError(f"unknown extractor {self.extractor!r}; choose one of: {', '.join(EXTRACTORS)}")
+            raise errors.ConfigError(f"unknown extractor {self.extractor!r}; choose one of: {', '.join(EXTRACTORS)}")
         if self.max_steps is not None:
             check_int("max_steps", self.max_steps, lo=1)
         for name in ("numeric", "strip_calculator"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+                raise errors.ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not isinstance(self.prompt_template, str) or "{question}" not in self.prompt_template:
-            raise ValueError(f"prompt_template must contain {{question}}, got {self.prompt_template!r}")
+            raise errors.ConfigError(f"prompt_template must contain {{question}}, got {self.prompt_template!r}")
 
 
 class DataTask(Task):
@@ -111,7 +112,7 @@ class DataTask(Task):
             test = [ex for ex, h in zip(examples, held) if h]
             sha = hashlib.sha256(sha.encode()).hexdigest()
         if c.data_sha256 is not None and c.data_sha256 != sha:
-            raise ValueError(f"{self.name}: {c.path} changed: data_sha256 is {sha}, the config expects {c.data_sha256}")
+            raise errors.InputError(f"{self.name}: {c.path} changed: data_sha256 is {sha}, the config expects {c.data_sha256}")
         self.config = replace(c, data_sha256=sha)
         self._test_prompts = {ex.prompt for ex in test}  # before the max_steps filter
         if c.max_steps is not None:
@@ -119,9 +120,9 @@ class DataTask(Task):
             test = [ex for ex in test if num_steps(ex) <= c.max_steps]
         for which, exs in (("train", train), ("test", test)):
             if not exs:
-                raise ValueError(f"{self.name}: the {which} split of {c.path} is empty "
-                                 f"({len(examples)} problems, holdout_frac={c.holdout_frac}, "
-                                 f"test_path={c.test_path}, max_steps={c.max_steps})")
+                raise errors.InputError(f"{self.name}: the {which} split of {c.path} is empty "
+                                        f"({len(examples)} problems, holdout_frac={c.holdout_frac}, "
+                                        f"test_path={c.test_path}, max_steps={c.max_steps})")
         rng = random.Random(f"{self.name}:{c.seed}")
         rng.shuffle(train)
         rng.shuffle(test)
@@ -149,8 +150,8 @@ class DataTask(Task):
             final = None
         if final is None:
             need = "#### <number>" if c.extractor == "####" and c.numeric else FORMATS[c.extractor].format("<answer>")
-            raise ValueError(f"{where}: {c.answer!r} must end with a line '{need}' (extractor {c.extractor!r}) "
-                             f"or be a bare {'number' if c.numeric else 'answer'}, its last line is {last_line[-60:]!r}")
+            raise errors.InputError(f"{where}: {c.answer!r} must end with a line '{need}' (extractor {c.extractor!r}) "
+                                    f"or be a bare {'number' if c.numeric else 'answer'}, its last line is {last_line[-60:]!r}")
         if c.solution is not None:
             solution = row[c.solution].strip()
         elif worked:
@@ -181,8 +182,8 @@ class DataTask(Task):
             check_int("n", n, lo=0)
         if which == "test":
             if n is not None and n > len(self._test):
-                raise ValueError(f"{self.name}: asked for {n} test problems, {self.config.path} "
-                                 f"holds out {len(self._test)}")
+                raise errors.InputError(f"{self.name}: asked for {n} test problems, {self.config.path} "
+                                        f"holds out {len(self._test)}")
             return self._test[: min(self.config.test_size, len(self._test)) if n is None else n]
         if n is None or n <= len(self._train):
             return self._train[:n]

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import errors
+
 MAX_LINE_BYTES = 1 << 20  # one record; GSM8K's longest line is ~1.5 kB, MATH's ~8 kB
 MAX_FILE_BYTES = 4 << 30
 FORMATS = (".jsonl", ".json", ".parquet", ".csv")
@@ -47,8 +49,8 @@ def load(path: str, split: str | None = None, columns: list[str] | None = None) 
         table = _load_dir(p, split)
     elif p.is_file():
         if split is not None:
-            raise ValueError(f"{path}: a split ({split!r}) applies to a save_to_disk directory or a hub "
-                             "dataset, not to a single file; give the test file as test_path instead")
+            raise errors.InputError(f"{path}: a split ({split!r}) applies to a save_to_disk directory or a hub "
+                                    "dataset, not to a single file; give the test file as test_path instead")
         table = _load_file(p)
     else:
         table = _missing_or_hub(path, p, split)
@@ -58,26 +60,26 @@ def load(path: str, split: str | None = None, columns: list[str] | None = None) 
 def _checked(table: Table, columns: list[str]) -> Table:
     rows = table.rows
     if len(rows) == 0:
-        raise ValueError(f"{table.source}: no examples (no rows)")
+        raise errors.InputError(f"{table.source}: no examples (no rows)")
     for col in columns:
         if col not in rows.column_names:
-            raise ValueError(f"{table.source}: no column {col!r} (columns: {', '.join(rows.column_names)})")
+            raise errors.InputError(f"{table.source}: no column {col!r} (columns: {', '.join(rows.column_names)})")
     rows = rows.select_columns(list(dict.fromkeys(columns)))
     for i, row in enumerate(rows):
         for col in columns:
             v = row[col]
             if v is None:
-                raise ValueError(f"{table.where(i)}: missing key {col!r}")
+                raise errors.InputError(f"{table.where(i)}: missing key {col!r}")
             if not isinstance(v, str) or not v.strip() or v.startswith(_NOT_TEXT):
                 got = v[len(_NOT_TEXT):] if isinstance(v, str) and v.startswith(_NOT_TEXT) else repr(v)
-                raise ValueError(f"{table.where(i)}: {col!r} must be a non-empty string, got {got}")
+                raise errors.InputError(f"{table.where(i)}: {col!r} must be a non-empty string, got {got}")
     return Table(rows, table.where, table.sha256, table.source)
 
 
 def _missing_or_hub(path: str, p: Path, split: str | None) -> Table:
     if p.suffix in FORMATS or "/" not in path or path.startswith((".", "/", "~")):
-        raise FileNotFoundError(f"dataset file not found: {path} (expected a local {', '.join(FORMATS)} file, "
-                                "a datasets save_to_disk directory, or a hub name like openai/gsm8k)")
+        raise errors.MissingInput(f"dataset file not found: {path} (expected a local {', '.join(FORMATS)} file, "
+                                  "a datasets save_to_disk directory, or a hub name like openai/gsm8k)")
     return _load_hub(path, split)
 
 
@@ -85,12 +87,15 @@ def _load_file(p: Path) -> Table:
     import datasets
 
     if p.suffix not in FORMATS:
-        raise ValueError(f"{p}: unknown data file format {p.suffix!r}; valid: {', '.join(FORMATS)} "
-                         "or a save_to_disk directory")
-    size = p.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ValueError(f"{p}: {size} bytes, over the {MAX_FILE_BYTES}-byte cap on a data file")
-    data = p.read_bytes()
+        raise errors.InputError(f"{p}: unknown data file format {p.suffix!r}; valid: {', '.join(FORMATS)} "
+                                "or a save_to_disk directory")
+    try:
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise errors.InputError(f"{p}: {size} bytes, over the {MAX_FILE_BYTES}-byte cap on a data file")
+        data = p.read_bytes()
+    except OSError as e:  # unreadable (permissions), vanished since load() looked
+        raise errors.InputError(f"{p}: cannot read the data file ({e.strerror or e})") from None
     sha = hashlib.sha256(data).hexdigest()
     if p.suffix == ".parquet":
         with tempfile.TemporaryDirectory() as cache:
@@ -108,10 +113,10 @@ def _load_file(p: Path) -> Table:
         try:
             records = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{p}:{e.lineno}: invalid JSON: {e.msg} at column {e.colno}") from None
+            raise errors.InputError(f"{p}:{e.lineno}: invalid JSON: {e.msg} at column {e.colno}") from None
         for i, r in enumerate(records):
             if not isinstance(r, dict):
-                raise ValueError(f"{p}: item {i + 1}: expected a JSON object, got {type(r).__name__}")
+                raise errors.InputError(f"{p}: item {i + 1}: expected a JSON object, got {type(r).__name__}")
         return Table(_from_list(records), lambda i: f"{p} item {i + 1}", sha, str(p))
     records, linenos = [], []
     for lineno, line in lines:
@@ -120,9 +125,9 @@ def _load_file(p: Path) -> Table:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{p}:{lineno}: invalid JSON: {e.msg} at column {e.colno}") from None
+            raise errors.InputError(f"{p}:{lineno}: invalid JSON: {e.msg} at column {e.colno}") from None
         if not isinstance(record, dict):
-            raise ValueError(f"{p}:{lineno}: expected a JSON object, got {type(record).__name__}")
+            raise errors.InputError(f"{p}:{lineno}: expected a JSON object, got {type(record).__name__}")
         records.append(record)
         linenos.append(lineno)
     return Table(_from_list(records), lambda i: f"{p}:{linenos[i]}", sha, str(p))
@@ -133,13 +138,13 @@ def _text_lines(p: Path, data: bytes) -> list[tuple[int, str]]:
     out = []
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
         if len(raw) > MAX_LINE_BYTES:
-            raise ValueError(f"{p}:{lineno}: line of {len(raw)} bytes, over the {MAX_LINE_BYTES}-byte cap "
-                             "on one record (is this a data file?)")
+            raise errors.InputError(f"{p}:{lineno}: line of {len(raw)} bytes, over the {MAX_LINE_BYTES}-byte cap "
+                                    "on one record (is this a data file?)")
         try:
             out.append((lineno, raw.decode("utf-8")))
         except UnicodeDecodeError as e:
-            raise ValueError(f"{p}:{lineno}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
-                             "re-encode the file as UTF-8") from None
+            raise errors.InputError(f"{p}:{lineno}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                                    "re-encode the file as UTF-8") from None
     return out
 
 
@@ -164,23 +169,23 @@ def _read(fn, p: Path):
     try:
         return fn()
     except Exception as e:  # noqa: BLE001 - datasets/pyarrow errors vary by format and version
-        raise ValueError(f"{p}: datasets could not read it: {type(e).__name__}: {str(e).splitlines()[0][:300]}") from None
+        raise errors.InputError(f"{p}: datasets could not read it: {type(e).__name__}: {str(e).splitlines()[0][:300]}") from None
 
 
 def _load_dir(p: Path, split: str | None) -> Table:
     import datasets
 
     if not ((p / "dataset_dict.json").is_file() or (p / "state.json").is_file()):
-        raise ValueError(f"{p}: a directory but not a datasets save_to_disk directory (no dataset_dict.json "
-                         "or state.json)")
+        raise errors.InputError(f"{p}: a directory but not a datasets save_to_disk directory (no dataset_dict.json "
+                                "or state.json)")
     ds = _read(lambda: datasets.load_from_disk(str(p), keep_in_memory=True), p)
     if isinstance(ds, datasets.DatasetDict):
         split = split or "train"
         if split not in ds:
-            raise ValueError(f"{p}: no split {split!r}; splits: {', '.join(ds)}")
+            raise errors.InputError(f"{p}: no split {split!r}; splits: {', '.join(ds)}")
         ds = ds[split]
     elif split is not None:
-        raise ValueError(f"{p}: a single Dataset (no splits), but split {split!r} was given")
+        raise errors.InputError(f"{p}: a single Dataset (no splits), but split {split!r} was given")
     sha = hashlib.sha256()
     for f in sorted(q for q in p.rglob("*") if q.is_file()):
         sha.update(f.relative_to(p).as_posix().encode() + b"\x00" + f.read_bytes())
@@ -191,10 +196,10 @@ def _load_hub(name: str, split: str | None) -> Table:
     import datasets
 
     if not _HUB_NAME.match(name):
-        raise ValueError(f"dataset {name!r}: not a local file or directory, nor a hub name like openai/gsm8k")
+        raise errors.InputError(f"dataset {name!r}: not a local file or directory, nor a hub name like openai/gsm8k")
     try:
         ds = datasets.load_dataset(name, split=split or "train")
     except Exception as e:  # noqa: BLE001 - offline, unknown repo, unknown split: one line
-        raise ValueError(f"dataset {name!r} is not a local path and the hub could not load it "
-                         f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        raise errors.InputError(f"dataset {name!r} is not a local path and the hub could not load it "
+                                f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
     return Table(ds, lambda i: f"{name}[{split or 'train'}] row {i + 1}", ds._fingerprint, name)

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from bench import errors
 from .answer import numeric_score
 from .base import Example, GeneratedTask, TaskConfig, check_int, derived_seed, generation_cap
 from .registry import register
@@ -41,7 +42,7 @@ class GcdConfig(TaskConfig):
         check_int("min_value", self.min_value, lo=1)
         check_int("max_value", self.max_value, lo=2, hi=MAX_VALUE)
         if self.max_value <= self.min_value:  # reasoning-gym needs a range of two values or more
-            raise ValueError(f"max_value ({self.max_value}) must be > min_value ({self.min_value})")
+            raise errors.ConfigError(f"max_value ({self.max_value}) must be > min_value ({self.min_value})")
 
 
 def worked_solution(a: int, b: int) -> tuple[str, int]:

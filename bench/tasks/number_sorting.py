@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from bench import errors
 from .answer import MAX_ANSWER_CHARS, extract_answer
 from .base import Example, GeneratedTask, TaskConfig, check_int, check_range, generation_cap
 from .registry import register
@@ -45,7 +46,7 @@ class NumberSortingConfig(TaskConfig):
         check_range("min_numbers", self.min_numbers, "max_numbers", self.max_numbers)
         check_int("max_digits", self.max_digits, lo=1, hi=6)
         if self.max_numbers > most_numbers(self.max_digits):  # the answer must stay readable
-            raise ValueError(
+            raise errors.ConfigError(
                 f"max_numbers must be <= {most_numbers(self.max_digits)} with max_digits "
                 f"{self.max_digits} (a longer sorted list exceeds the {MAX_ANSWER_CHARS}-character "
                 f"answer limit), got {self.max_numbers}")

@@ -6,6 +6,7 @@ import difflib
 from dataclasses import MISSING, fields
 from typing import Any
 
+from bench import errors
 from .base import Task
 
 _TASKS: dict[str, type[Task]] = {}
@@ -36,11 +37,11 @@ def names() -> list[str]:
 
 
 def task_class(name: str) -> type[Task]:
-    """The registered class for `name`; unknown -> ValueError listing names and the closest."""
+    """The registered class for `name`; unknown -> ConfigError listing names and the closest."""
     try:
         return _TASKS[name]
     except (KeyError, TypeError):
-        raise ValueError(_unknown("task", name, names())) from None
+        raise errors.ConfigError(_unknown("task", name, names())) from None
 
 
 def difficulties(name: str) -> dict[str, dict[str, Any]]:
@@ -57,11 +58,11 @@ def warm_start_steps(name: str, scale: str) -> int:
 
 def get(name: str, difficulty: str | None = None, **params: Any) -> Task:
     """A task instance. Its config is the difficulty preset (the task's default when None)
-    overridden by `params`; unknown names, difficulties and params raise ValueError."""
+    overridden by `params`; unknown names, difficulties and params raise ConfigError."""
     cls = task_class(name)
     difficulty = cls.default_difficulty if difficulty is None else difficulty
     if difficulty not in cls.presets:
-        raise ValueError(_unknown(f"difficulty for task {name!r}", difficulty, list(cls.presets)))
+        raise errors.ConfigError(_unknown(f"difficulty for task {name!r}", difficulty, list(cls.presets)))
     _check_params(name, cls, params, "")
     merged = {**cls.presets[difficulty], **params}
     missing = [f.name for f in fields(cls.Config) if f.init and f.name not in merged
@@ -70,7 +71,7 @@ def get(name: str, difficulty: str | None = None, **params: Any) -> Task:
         how = (f" (a local data file: --data FILE on the command line, path = \"FILE\" under [task_params.{name}] "
                "in a suite)") if "path" in missing else (
             f" (--param KEY=VALUE on the command line, under [task_params.{name}] in a suite)")
-        raise ValueError(f"task {name!r} needs the parameter(s) {', '.join(missing)}{how}")
+        raise errors.ConfigError(f"task {name!r} needs the parameter(s) {', '.join(missing)}{how}")
     return cls(cls.Config(**merged))
 
 
@@ -78,7 +79,7 @@ def _check_params(name: str, cls: type[Task], params: dict[str, Any], where: str
     valid = [f.name for f in fields(cls.Config) if f.init]
     for key in params:
         if key not in valid:
-            raise ValueError(where + _unknown(f"parameter for task {name!r}", key, valid))
+            raise errors.ConfigError(where + _unknown(f"parameter for task {name!r}", key, valid))
 
 
 def _unknown(what: str, value: object, choices: list[str]) -> str:

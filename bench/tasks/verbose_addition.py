@@ -49,6 +49,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from bench import errors
 from .answer import numeric_score
 from .base import Example, GeneratedTask, TaskConfig, check_int, check_range, generation_cap
 from .registry import register
@@ -71,7 +72,7 @@ class VerboseAdditionConfig(TaskConfig):
         check_range("min_digits", self.min_digits, "max_digits", self.max_digits)
         if (not isinstance(self.spelled_frac, (int, float)) or isinstance(self.spelled_frac, bool)
                 or not 0 <= self.spelled_frac <= 1):
-            raise ValueError(f"spelled_frac must be a number in [0, 1], got {self.spelled_frac!r}")
+            raise errors.ConfigError(f"spelled_frac must be a number in [0, 1], got {self.spelled_frac!r}")
         check_int("max_checks", self.max_checks, lo=0, hi=MAX_CHECKS)
 
 

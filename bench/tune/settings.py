@@ -24,6 +24,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
+from algorithms.errors import ConfigError
 from bench.suite import Suite, unknown
 
 OBJECTIVES = ("final", "auc")
@@ -43,15 +44,15 @@ class TuneSettings:
 
     def __post_init__(self) -> None:
         if not isinstance(self.trials, int) or self.trials < 1:
-            raise ValueError(f"tune.trials must be an int >= 1, got {self.trials!r}")
+            raise ConfigError(f"tune.trials must be an int >= 1, got {self.trials!r}")
         if self.objective not in OBJECTIVES:
-            raise ValueError(f"tune.objective: {unknown('objective', self.objective, list(OBJECTIVES))}")
+            raise ConfigError(f"tune.objective: {unknown('objective', self.objective, list(OBJECTIVES))}")
         if self.pruner not in PRUNERS:
-            raise ValueError(f"tune.pruner: {unknown('pruner', self.pruner, list(PRUNERS))}")
+            raise ConfigError(f"tune.pruner: {unknown('pruner', self.pruner, list(PRUNERS))}")
         for f in ("startup_trials", "seed", "sampler_seed"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"tune.{f} must be an int >= 0, got {v!r}")
+                raise ConfigError(f"tune.{f} must be an int >= 0, got {v!r}")
 
 
 def from_suite(suite: Suite, **cli) -> TuneSettings:
@@ -60,25 +61,25 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
     names = [f.name for f in dataclasses.fields(TuneSettings)]
     for k in table:
         if k not in names:
-            raise ValueError(f"{suite.path}: tune.{k}: {unknown('[tune] key', k, names)}")
+            raise ConfigError(f"{suite.path}: tune.{k}: {unknown('[tune] key', k, names)}")
     space = table.get("space", {})
     if not isinstance(space, dict) or not all(isinstance(v, dict) for v in space.values()):
-        raise ValueError(f"{suite.path}: tune.space: expected tables [tune.space.RECIPE] of path = {{low, high}} entries")
+        raise ConfigError(f"{suite.path}: tune.space: expected tables [tune.space.RECIPE] of path = {{low, high}} entries")
     for r in space:
         if r not in suite.recipes:
-            raise ValueError(f"{suite.path}: tune.space.{r}: {unknown('recipe', r, list(suite.recipes))}")
+            raise ConfigError(f"{suite.path}: tune.space.{r}: {unknown('recipe', r, list(suite.recipes))}")
     if "accuracy" in table:
-        raise ValueError(f"{suite.path}: tune.accuracy: set by the suite's [report] accuracy, which tuning reads")
+        raise ConfigError(f"{suite.path}: tune.accuracy: set by the suite's [report] accuracy, which tuning reads")
     table.update({k: v for k, v in cli.items() if v is not None})
     if "objective" not in table:  # tune for what the report will compare: its declared primary metric
         table["objective"] = suite.report.primary if suite.report.primary in OBJECTIVES else "final"
     table["accuracy"] = suite.report.accuracy
     try:
         s = TuneSettings(**table)
-    except ValueError as e:
-        raise ValueError(f"{suite.path}: {e}") from None
+    except ConfigError as e:
+        raise ConfigError(f"{suite.path}: {e}") from None
     if s.seed in suite.all_seeds:
-        raise ValueError(f"{suite.path}: tune.seed = {s.seed} is one of the suite's seeds {list(suite.all_seeds)}: the "
-                         "tuned suite's run at that seed would repeat the best trial, an optimistic draw; "
-                         "choose a seed outside them")
+        raise ConfigError(f"{suite.path}: tune.seed = {s.seed} is one of the suite's seeds {list(suite.all_seeds)}: the "
+                          "tuned suite's run at that seed would repeat the best trial, an optimistic draw; "
+                          "choose a seed outside them")
     return s

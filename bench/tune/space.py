@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import algorithms
+from algorithms.errors import ConfigError, InputError
 from bench.config import RunConfig
 
 Kind = Literal["log_float", "float", "int", "categorical"]
@@ -33,22 +34,22 @@ class Param:
     def parse(cls, path: str, spec: Any, where: str) -> Param:
         """{"low", "high"[, "log"]} or {"choices": [...]}; `where` names the source in errors."""
         if not isinstance(spec, dict):
-            raise ValueError(f"{where}: {path!r}: expected a table {{low = .., high = .. [, log = true]}} or "
-                             f"{{choices = [..]}} (or false to drop it), got {spec!r}")
+            raise ConfigError(f"{where}: {path!r}: expected a table {{low = .., high = .. [, log = true]}} or "
+                              f"{{choices = [..]}} (or false to drop it), got {spec!r}")
         keys = set(spec)
         if keys == {"choices"}:
             ch = spec["choices"]
             if not isinstance(ch, list) or not ch or len({json.dumps(c) for c in ch}) != len(ch):
-                raise ValueError(f"{where}: {path!r}: choices must be a non-empty list of distinct values, got {ch!r}")
+                raise ConfigError(f"{where}: {path!r}: choices must be a non-empty list of distinct values, got {ch!r}")
             return cls(path, "categorical", choices=tuple(ch))
         if keys not in ({"low", "high"}, {"low", "high", "log"}):
-            raise ValueError(f"{where}: {path!r}: unknown keys {sorted(keys - {'low', 'high', 'log', 'choices'})} or a "
-                             f"missing bound; expected low, high and optionally log, or choices alone")
+            raise ConfigError(f"{where}: {path!r}: unknown keys {sorted(keys - {'low', 'high', 'log', 'choices'})} or a "
+                              f"missing bound; expected low, high and optionally log, or choices alone")
         lo, hi, log = spec["low"], spec["high"], spec.get("log", False)
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lo, hi)) or not isinstance(log, bool):
-            raise ValueError(f"{where}: {path!r}: low and high must be numbers and log true/false, got {spec!r}")
+            raise ConfigError(f"{where}: {path!r}: low and high must be numbers and log true/false, got {spec!r}")
         if not lo < hi or (log and lo <= 0):
-            raise ValueError(f"{where}: {path!r}: need low < high{' and low > 0 for a log range' if log else ''}, got {spec!r}")
+            raise ConfigError(f"{where}: {path!r}: need low < high{' and low > 0 for a log range' if log else ''}, got {spec!r}")
         kind = "log_float" if log else "int" if isinstance(lo, int) and isinstance(hi, int) else "float"
         return cls(path, kind, lo, hi)
 
@@ -85,11 +86,11 @@ def space_for(recipe: str, table: dict | None = None, where: str = "search space
     out = []
     for path, spec in merged.items():
         if not path.startswith(TUNABLE):
-            raise ValueError(f"{where}: {path!r}: only {' and '.join(t + '*' for t in TUNABLE)} paths can be tuned "
-                             "(budget, eval, task, scale and warm start stay matched)")
+            raise ConfigError(f"{where}: {path!r}: only {' and '.join(t + '*' for t in TUNABLE)} paths can be tuned "
+                              "(budget, eval, task, scale and warm start stay matched)")
         out.append(Param.parse(path, spec, where))
     if not out:
-        raise ValueError(f"{where}: the search space of {recipe} is empty")
+        raise ConfigError(f"{where}: the search space of {recipe} is empty")
     return tuple(out)
 
 
@@ -110,8 +111,8 @@ def validate(space: tuple[Param, ...], cfg: RunConfig, where: str = "search spac
         for v in p.probes():
             try:
                 cfg.with_values({p.path: v})
-            except (ValueError, TypeError) as e:
-                raise ValueError(f"{where}: {p.path} = {v!r} does not fit {cfg.recipe.name}: {e}") from None
+            except (InputError, TypeError) as e:
+                raise ConfigError(f"{where}: {p.path} = {v!r} does not fit {cfg.recipe.name}: {e}") from None
 
 
 def sample(space: tuple[Param, ...], trial) -> dict[str, Any]:

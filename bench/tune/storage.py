@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from algorithms.errors import InputError
+
 JOURNAL_SUFFIXES = (".journal", ".log", ".jsonl")
 _URL_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # query parameters that carry credentials (libpq's password/sslpassword, driver tokens)
@@ -86,14 +88,14 @@ def open_storage(url: str):
     m = _URL_RE.match(url)
     if m is None:
         if not url.endswith(JOURNAL_SUFFIXES):
-            raise ValueError(f"storage {redact(url)!r}: expected a database URL (sqlite:///path.db, postgresql://user@host/db, "
+            raise InputError(f"storage {redact(url)!r}: expected a database URL (sqlite:///path.db, postgresql://user@host/db, "
                              f"mysql://...) or a journal file path ending in {', '.join(JOURNAL_SUFFIXES)}")
         path = Path(url)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             backend = optuna.storages.journal.JournalFileBackend(str(path))
         except OSError as e:
-            raise ValueError(f"storage {url!r}: cannot open the journal file: {e}") from None
+            raise InputError(f"storage {url!r}: cannot open the journal file: {e}") from None
         return optuna.storages.JournalStorage(backend)
     url = m.group(1).lower() + url[len(m.group(1)):]  # schemes are case-insensitive (RFC 3986); SQLAlchemy's are not
     dialect = m.group(1).lower().split("+")[0]
@@ -103,22 +105,22 @@ def open_storage(url: str):
             try:
                 Path(db).parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
-                raise ValueError(f"storage {redact(url)!r}: cannot create the database's directory "
+                raise InputError(f"storage {redact(url)!r}: cannot create the database's directory "
                                  f"{Path(db).parent}: {e.strerror or e}") from None
     try:
         import sqlalchemy.dialects
 
         sqlalchemy.dialects.registry.load(dialect)
     except ImportError:
-        raise ValueError(f"storage {redact(url)!r}: database URLs need SQLAlchemy (pip install sqlalchemy)") from None
+        raise InputError(f"storage {redact(url)!r}: database URLs need SQLAlchemy (pip install sqlalchemy)") from None
     except Exception:  # noqa: BLE001  (sqlalchemy.exc.NoSuchModuleError)
-        raise ValueError(f"storage {redact(url)!r}: unknown database dialect {dialect!r}; e.g. sqlite, postgresql, "
+        raise InputError(f"storage {redact(url)!r}: unknown database dialect {dialect!r}; e.g. sqlite, postgresql, "
                          "mysql (or give a journal file path ending in .journal)") from None
     try:
         return optuna.storages.RDBStorage(url)
     except ImportError:  # optuna re-raises the driver's ModuleNotFoundError as a generic ImportError
         hint = {"postgresql": "psycopg2-binary", "mysql": "pymysql"}.get(dialect, "its DB-API driver")
-        raise ValueError(f"storage {redact(url)!r}: the {dialect} driver is not installed (pip install {hint})") from None
+        raise InputError(f"storage {redact(url)!r}: the {dialect} driver is not installed (pip install {hint})") from None
     except Exception as e:  # noqa: BLE001  (sqlalchemy OperationalError, ArgumentError, ...)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"storage {redact(url)!r}: cannot connect: {scrub(first, url)}") from None
+        raise InputError(f"storage {redact(url)!r}: cannot connect: {scrub(first, url)}") from None

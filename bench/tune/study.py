@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from algorithms.errors import InputError
 from bench import results
 from bench.config import RunConfig
 from bench.suite import Cell, Suite
@@ -88,7 +89,7 @@ def create(storage, spec: StudySpec):
     old = study.user_attrs
     clash = {k: (old[k], v) for k, v in attrs.items() if k in old and old[k] != v}
     if clash:
-        raise ValueError(f"study {spec.name} already exists in this storage with other settings "
+        raise InputError(f"study {spec.name} already exists in this storage with other settings "
                          f"({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in clash.items())}); "
                          "use another --storage, or delete the study")
     for k, v in attrs.items():
