@@ -31,8 +31,8 @@ class Data:
     evals  held-out evaluations of recorded runs, one row per (cell, run, optimizer step): cell, recipe,
            seed, run_id, status, step, fraction (the schedule's label: the last nominal fraction the
            step passed), spent (the fraction of the budget actually spent at the evaluation, in the
-           budget's unit: FLOPs, steps or generated tokens), flops, acc, len_mean, len_correct,
-           len_incorrect
+           budget's unit: FLOPs, steps or generated tokens), flops, acc (the suite's [report] accuracy),
+           acc_greedy, len_mean, len_correct, len_incorrect
     steps  per run and budget bin (N_BINS per budget): cell, recipe, seed, run_id, status,
            frac, flops and the step metrics over the bin, each reduced as it declares (its `over_steps`: the
            mean, or the max for policy/ratio_max; NaN-aware)
@@ -110,6 +110,7 @@ def load(suite: Suite, root: Path) -> Data:
              .pipe(_spent, st)
              .select("cell", "recipe", "seed", "run_id", "status", "rank", "step", "fraction", "spent",
                      pl.col("compute/flops").alias("flops"), pl.col(suite.report.accuracy).alias("acc"),
+                     pl.col("eval/acc_greedy").alias("acc_greedy"),
                      pl.col("eval/len_mean").alias("len_mean"), pl.col("eval/len_correct").alias("len_correct"),
                      pl.col("eval/len_incorrect").alias("len_incorrect"), *skill)
              # schedule points passed within one optimizer step share one evaluation; a step recorded

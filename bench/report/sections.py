@@ -105,14 +105,19 @@ def _skill_text(ctx: Context) -> str:
     t = ctx.tables["skill_check"]
     parts = []
     for r in t.iter_rows(named=True):
-        verdict = "compares skill" if r["skill"] else "does NOT pass: read its verdicts as format as much as skill"
+        verdict = ("passes, but its gain is sharpening: sampled answers grow more like the greedy one while greedy "
+                   "accuracy does not improve, so its verdicts rank how fast a recipe sharpens" if r["sharpening"]
+                   else "compares skill" if r["skill"] else "does NOT pass: read its verdicts as format as much as skill")
+        sharp = (f"; greedy accuracy {num(r['greedy_gain_mean'], '+.3f')} ± {num(r['greedy_gain_se'])} SE"
+                 if ctx.suite.report.accuracy != "eval/acc_greedy" else "")
         parts.append(f"{r['cell']} {verdict} (format rate at the start {num(r['format_start'])}; {r['baseline']}'s gain "
                      f"{num(r['gain_mean'], '+.3f')} ± {num(r['gain_se'])} SE over {r['seeds']} seeds, "
-                     f"{num(r['gain_z'], '.1f')} SE)")
+                     f"{num(r['gain_z'], '.1f')} SE{sharp})")
     return (f"Skill check (a cell compares skill when at least {T.SKILL_FORMAT:g} of the sampled answers are well-formed "
             f"at the start, so that a gain is not a switch of format, and {ctx.base}'s gain in {ctx.suite.report.accuracy_text} "
-            f"from the first evaluation to the last is at least {T.SKILL_SE:g} standard errors of its mean over seeds): "
-            + "; ".join(parts) + ".")
+            f"from the first evaluation to the last is at least {T.SKILL_SE:g} standard errors of its mean over seeds; "
+            f"a sampled accuracy's gain is sharpening when greedy accuracy gains less than {T.SHARPENING_SE:g} standard "
+            "errors): " + "; ".join(parts) + ".")
 
 
 def declared_text(ctx: Context) -> str:

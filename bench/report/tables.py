@@ -26,13 +26,19 @@ def baseline(suite: Suite) -> str:
 
 SKILL_FORMAT = 0.95  # least mean format rate of sampled answers at the start: the gain is not a switch of format
 SKILL_SE = 5.0  # least baseline gain, in standard errors of its mean over seeds: RL measurably improves skill
+# a sampled accuracy that passes the skill check while greedy accuracy gains less than this many SE:
+# RL sharpened sampling toward the greedy answer rather than improving the task's greedy accuracy
+SHARPENING_SE = 2.0
 
 
 def skill_check(suite: Suite, data: Data) -> pl.DataFrame | None:
     """Per cell, whether it compares skill rather than format: the mean format rate of sampled answers
     at fraction 0 (every finished run), and the baseline's gain in the report's accuracy (last
-    evaluation − first, per seed) with its standard error over seeds. None when no run logged a
-    format rate (runs from before eval/format_rate, or evaluations without samples)."""
+    evaluation − first, per seed) with its standard error over seeds. Beside it, the same gain in
+    greedy accuracy (greedy_*): where the report's accuracy is a sampled one and it rises while greedy
+    accuracy does not (`sharpening`: greedy gain under SKILL_SE/2.5 = 2 SE), RL made sampling more like
+    greedy decoding rather than the policy better at the task. None when no run logged a format rate
+    (runs from before eval/format_rate, or evaluations without samples)."""
     ev = finished(data.evals)
     if "format_rate" not in ev.columns or not ev["format_rate"].drop_nulls().drop_nans().len():
         return None
@@ -41,20 +47,35 @@ def skill_check(suite: Suite, data: Data) -> pl.DataFrame | None:
     for cell in (c.name for c in suite.cells):
         e = ev.filter(pl.col("cell") == cell)
         fmt = e.filter(pl.col("fraction") == 0)["format_rate"].drop_nulls().drop_nans()
-        gains = []
+        gains, greedy = [], []
         for _, g in e.filter(pl.col("recipe") == base).sort("fraction").group_by("seed", maintain_order=True):
             if g.height >= 2:
                 gains.append(float(g["acc"][-1] - g["acc"][0]))
+                greedy.append(float(g["acc_greedy"][-1] - g["acc_greedy"][0]))
         n = len(gains)
-        m = stats.mean(gains)
-        se = float(np.std(gains, ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
-        z = m / se if n >= 2 and se > 0 else (math.inf if n >= 2 and m > 0 else math.nan)
+        m, se, z = _gain(gains)
+        gm, gse, gz = _gain(greedy)
         start = float(fmt.mean()) if fmt.len() else math.nan
+        skill = bool(start >= SKILL_FORMAT and n >= 2 and z >= SKILL_SE)
+        sampled = suite.report.accuracy != "eval/acc_greedy"
         rows.append({"cell": cell, "format_start": start, "baseline": base, "seeds": n, "gain_mean": m,
-                     "gain_se": se, "gain_z": z, "skill": bool(start >= SKILL_FORMAT and n >= 2 and z >= SKILL_SE)})
+                     "gain_se": se, "gain_z": z, "skill": skill, "greedy_gain_mean": gm, "greedy_gain_se": gse,
+                     "greedy_gain_z": gz, "sharpening": bool(sampled and skill and not gz >= SHARPENING_SE)})
     return pl.DataFrame(rows, schema={"cell": pl.String, "format_start": pl.Float64, "baseline": pl.String,
                                       "seeds": pl.Int64, "gain_mean": pl.Float64, "gain_se": pl.Float64,
-                                      "gain_z": pl.Float64, "skill": pl.Boolean})
+                                      "gain_z": pl.Float64, "skill": pl.Boolean, "greedy_gain_mean": pl.Float64,
+                                      "greedy_gain_se": pl.Float64, "greedy_gain_z": pl.Float64,
+                                      "sharpening": pl.Boolean})
+
+
+def _gain(gains: list[float]) -> tuple[float, float, float]:
+    """Mean of per-seed gains, its standard error, and the mean in standard errors (inf for a positive
+    mean with no spread; NaN under 2 seeds)."""
+    n = len(gains)
+    m = stats.mean(gains)
+    se = float(np.std(gains, ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
+    z = m / se if n >= 2 and se > 0 else (math.inf if n >= 2 and m > 0 else math.nan)
+    return m, se, z
 
 
 def between_share(values: list[float], groups: list[int]) -> float:

@@ -57,3 +57,28 @@ def test_reports_of_runs_without_a_format_rate_have_no_skill_check(tiny, tmp_pat
     s, root, _ = tiny
     out = report.build(s, root, tmp_path / "out")
     assert not (out / "skill_check.csv").exists() and "Skill check" not in (out / "report.md").read_text()
+
+
+def test_a_sampled_gain_without_a_greedy_gain_is_called_sharpening(tmp_path, fake_runs):
+    """The sampled accuracy among well-formed answers rises steadily; greedy accuracy stays where it was
+    (the fixture's curves rise with grpo's GAIN of 0.1 unless overwritten): sharpening, not skill."""
+    def flat_greedy(root, suite):
+        for cfg in suite.expand():
+            steps, evals = fake_runs.curves("grpo", cfg.seed, fake_runs.steps)
+            for e in evals:
+                e["eval/format_rate"] = 0.97 if e["fraction"] == 0 else 0.99
+                e["eval/acc_formatted"] = 0.3 + e["fraction"] * (0.10 + 0.01 * cfg.seed)
+                e["eval/acc_greedy"] = 0.5 + 0.001 * ((cfg.seed + round(4 * e["fraction"])) % 3 - 1)
+            results.write_run(root, cfg.run_id, fake_runs.meta(cfg, "finished", fake_runs.steps), steps, evals)
+
+    path = tmp_path / "skill.toml"
+    path.write_text(TOML)
+    s = suites.load(path)
+    flat_greedy(tmp_path / "results", s)
+    out = report.build(s, tmp_path / "results", tmp_path / "out")
+    row = pl.read_csv(out / "skill_check.csv").row(0, named=True)
+    assert row["skill"] and row["sharpening"] and abs(row["greedy_gain_mean"]) < 0.01
+    assert "addition/nano passes, but its gain is sharpening" in (out / "report.md").read_text()
+    # a steady greedy gain as well (the fixture's default curves): skill, not sharpening
+    t, md = build(tmp_path / "b", fake_runs, 0.97, lambda r, s: 0.10 + 0.01 * s)
+    assert t["skill"][0] and not t["sharpening"][0] and "addition/nano compares skill" in md
