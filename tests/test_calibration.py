@@ -150,3 +150,9 @@ def test_a_calibrated_run_reuses_the_warm_start_its_calibration_trained():
     task, scale = tasks.get("addition"), models.get("nano")
     assert (warmstart_key(task, scale, WarmStartConfig(steps=800, lr=3e-3, calibrated=True))
             == warmstart_key(task, scale, WarmStartConfig(steps=800, lr=3e-3)))
+
+
+def test_the_cli_default_ladder_is_the_ladder_module_s():
+    from bench.cli import LADDER_DEFAULT  # a copy, so that `bench --help` never imports torch
+
+    assert LADDER_DEFAULT == ladder.LADDER
