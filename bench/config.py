@@ -528,11 +528,7 @@ class RunConfig(Section):
 
     def full_dict(self) -> dict:
         """The tree with every field written out, defaults included: what overrides merge into."""
-        d = self.to_dict()
-        for key in ("train", "eval", "warmstart", "rollout"):
-            d[key] = getattr(self, key).model_dump()
-        d["rewards"] = dict(self.rewards)
-        return d
+        return {name: _table(getattr(self, name)) for name in type(self).model_fields}
 
     @classmethod
     def from_dict(cls, d: dict) -> RunConfig:
@@ -581,7 +577,7 @@ def run_id_of(tree: dict, with_seed: bool = True) -> str:
 
 
 def _table(value: Any) -> Any:
-    """A RunConfig field as `full_dict` writes it: what a patch merges into."""
+    """A RunConfig field as a plain table, defaults written out: what a patch merges into (full_dict, compose)."""
     if isinstance(value, algorithms.Recipe):
         return json.loads(value.to_json())
     if isinstance(value, Budget):

@@ -2,6 +2,7 @@
 from it and the metric it emits, all declared inside this test, train through the real engine and
 appear in a report: the recipe in the leaderboard, the metric as a column of the clipping table.
 Nothing outside this file changes; the registries are restored afterwards."""
+import contextlib
 import dataclasses
 
 import polars as pl
@@ -38,32 +39,39 @@ eval_examples = 20
 """
 
 
+@contextlib.contextmanager
+def registries_restored():
+    """Whatever parts and recipes the block registers are gone after it."""
+    live = (parts.PARTS, registry.RECIPES, registry.SPACES, registry.FAMILIES)
+    before = [dict(d) for d in live]
+    try:
+        yield
+    finally:
+        for d, saved in zip(live, before):
+            d.clear()
+            d.update(saved)
+
+
 @pytest.fixture
 def throwaway():
     """Register the part, the recipe and the metric; remove all three afterwards."""
-    before = (dict(parts.PARTS), dict(registry.RECIPES), dict(registry.SPACES), dict(registry.FAMILIES))
+    with registries_restored():
+        @parts.part("throwaway_clip")
+        class ThrowawayClip(PPOClip):
+            """PPO's clip, also logging the mean log-prob of the valid tokens (under the trained policy)."""
 
-    @parts.part("throwaway_clip")
-    class ThrowawayClip(PPOClip):
-        """PPO's clip, also logging the mean log-prob of the valid tokens (under the trained policy)."""
+            def per_token(self, logp, logp_old, adv, mask):
+                loss, stats = super().per_token(logp, logp_old, adv, mask)
+                return loss, {**stats, METRIC: token_mean(logp.detach(), mask.bool())}
 
-        def per_token(self, logp, logp_old, adv, mask):
-            loss, stats = super().per_token(logp, logp_old, adv, mask)
-            return loss, {**stats, METRIC: token_mean(logp.detach(), mask.bool())}
+        @registry.recipe("throwaway", space={})
+        def throwaway_recipe() -> algorithms.Recipe:
+            """grpo with an objective that logs one more number (a test's recipe)."""
+            return dataclasses.replace(algorithms.get("grpo"), objective=ThrowawayClip(0.2, 0.2))
 
-    @registry.recipe("throwaway", space={})
-    def throwaway_recipe() -> algorithms.Recipe:
-        """grpo with an objective that logs one more number (a test's recipe)."""
-        return dataclasses.replace(algorithms.get("grpo"), objective=ThrowawayClip(0.2, 0.2))
-
-    try:
         with metrics.declared_for_test(METRIC, kind="step", unit="nats", merge="token", group="clipping",
                                        label="mean_logp", doc="mean log-prob of the valid tokens (a test's metric)"):
             yield
-    finally:
-        for live, saved in zip((parts.PARTS, registry.RECIPES, registry.SPACES, registry.FAMILIES), before):
-            live.clear()
-            live.update(saved)
 
 
 def test_a_throwaway_recipe_and_metric_train_and_reach_the_report(throwaway, tmp_path, bench_cache):
@@ -95,15 +103,13 @@ def test_the_registries_are_as_before_after_the_throwaway_test():
 def test_an_undeclared_metric_fails_the_run_at_its_first_step_with_a_record(tmp_path, bench_cache):
     from bench import results
 
-    before = (dict(parts.PARTS), dict(registry.RECIPES), dict(registry.SPACES), dict(registry.FAMILIES))
+    with registries_restored():
+        @parts.part("undeclared_clip")
+        class UndeclaredClip(PPOClip):
+            def per_token(self, logp, logp_old, adv, mask):
+                loss, stats = super().per_token(logp, logp_old, adv, mask)
+                return loss, {**stats, "policy/never_declared": token_mean(logp.detach(), mask.bool())}
 
-    @parts.part("undeclared_clip")
-    class UndeclaredClip(PPOClip):
-        def per_token(self, logp, logp_old, adv, mask):
-            loss, stats = super().per_token(logp, logp_old, adv, mask)
-            return loss, {**stats, "policy/never_declared": token_mean(logp.detach(), mask.bool())}
-
-    try:
         path = tmp_path / "s.toml"
         path.write_text(SUITE.replace('["grpo", "throwaway"]', '["grpo"]').replace('"2steps"', '"4steps"'))
         cfg = suites.load(path).expand()[0]
@@ -114,7 +120,3 @@ def test_an_undeclared_metric_fails_the_run_at_its_first_step_with_a_record(tmp_
             Trainer(cfg, root=tmp_path / "results").run()
         meta = results.read_meta(results.run_dir(tmp_path / "results", cfg.run_id))
         assert meta["status"] == "failed" and "during step 1" in meta["reason"]
-    finally:
-        for live, saved in zip((parts.PARTS, registry.RECIPES, registry.SPACES, registry.FAMILIES), before):
-            live.clear()
-            live.update(saved)

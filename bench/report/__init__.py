@@ -19,7 +19,6 @@ manifest (what reproduces it).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -59,17 +58,17 @@ def build(suite: Suite | str, root: Path | str, out_dir: Path | str | None = Non
     return out
 
 
-def build_if_results(suite: Suite, root: Path | str, cfgs: list | None = None, out=None) -> Path | None:
-    """`build(suite, root)` after `bench suite`, unless none of the suite's runs (cfgs, default: its
-    whole expansion) has a result: then an existing report is never replaced by an empty one, and no
-    empty one is written (the line printed to `out`, default stdout, says so). The report directory,
-    or None."""
+def build_if_results(suite: Suite, root: Path | str, out=None) -> Path | None:
+    """`build(suite, root)` after `bench suite`, unless none of the suite's runs has a result: then an
+    existing report is never replaced by an empty one, and no empty one is written (the line printed
+    to `out`, default stdout, says so). The report directory, or None."""
     from bench import results
 
     out = out or sys.stdout
     root = Path(root)
-    cfgs = suite.expand() if cfgs is None else cfgs
-    if not any(results.is_finished(root, c.run_id) and _status(root, c.run_id) != "failed" for c in cfgs):
+    cfgs = suite.expand()
+    if not any(results.is_finished(root, c.run_id)
+               and results.read_meta(results.run_dir(root, c.run_id)).get("status") != "failed" for c in cfgs):
         there = default_dir(suite.name)
         kept = f"; the existing report in {there} is kept" if (there / "report.md").is_file() else ""
         print(f"report: not written: none of the {len(cfgs)} run(s) has a result yet{kept} "
@@ -78,12 +77,6 @@ def build_if_results(suite: Suite, root: Path | str, cfgs: list | None = None, o
     path = build(suite, root)
     print(f"report: {path}", file=out)
     return path
-
-
-def _status(root: Path, run_id: str) -> str:
-    from bench import results
-
-    return json.loads((results.run_dir(root, run_id) / "run.json").read_text()).get("status", "")
 
 
 def _write(path: Path, content: bytes) -> None:
