@@ -44,6 +44,7 @@ test-slow: setup  # tests marked @pytest.mark.slow (the published report regener
 reproduce: setup
 	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && export OMP_NUM_THREADS=1 && \
 	$(VENV)/bin/bench reproduce reports/math-small --runs 3 --workers 2 --cache "$$cache" && \
+	$(VENV)/bin/bench reproduce reports/addition-format --runs 2 --workers 2 --cache "$$cache" && \
 	$(VENV)/bin/bench reproduce reports/claims --runs 2 --workers 2 --cache "$$cache" && \
 	$(VENV)/bin/bench reproduce reports/math-scales --runs 2 --only scale=nano --workers 2 --cache "$$cache" && \
 	$(VENV)/bin/bench reproduce reports/offpolicy-pilot --runs 2 --workers 2 --cache "$$cache"

@@ -74,6 +74,9 @@ def publish(suite, root: Path, reports: Path | None = None, out=None) -> Path:
                 shutil.copytree(src.resolve(), stage / "runs" / rid)
         old = target / "data"
         target.mkdir(parents=True, exist_ok=True)
+        kept = _keep_dependents(old / "runs", reports, suite.name)
+        if kept:
+            print(f"copied {kept} run(s) that other reports linked in {data} into those reports", file=out)
         if old.exists():
             shutil.rmtree(old)
         os.replace(stage, old)
@@ -91,6 +94,29 @@ def _source(rid: str, root: Path, published: Path) -> Path | None:
         if (base / rid / "run.json").is_file() and results.is_finished(base.parent, rid):
             return base / rid
     return None
+
+
+def _keep_dependents(runs: Path, reports: Path, name: str) -> int:
+    """Before `runs` (report NAME's data) is replaced: every other report's link into it becomes a
+    real copy of the record it points at, so republishing one report never breaks another's data
+    (a report published later may link runs of one published earlier). Returns how many."""
+    if not runs.is_dir():
+        return 0
+    mine = runs.resolve()
+    copied = 0
+    for link in sorted(reports.glob("*/data/runs/*")):
+        if link.parts[-4] == name or not link.is_symlink():
+            continue
+        real = link.resolve()
+        if real.parent != mine or not real.is_dir():
+            continue
+        tmp = link.with_name(f".{link.name}.copy")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(real, tmp)
+        link.unlink()
+        os.replace(tmp, link)
+        copied += 1
+    return copied
 
 
 def _published_twin(rid: str, src: Path, reports: Path, name: str) -> Path | None:

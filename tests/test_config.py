@@ -11,7 +11,7 @@ from bench.config import Budget, ConfigError, RunConfig, TrainConfig
 from bench.typed import merge, unflatten
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
-RUNS = REPORTS / "math-small" / "data" / "runs"
+RUNS = REPORTS / "addition-format" / "data" / "runs"
 BASE = RunConfig(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2e9"))
 RUN = ["run", "--recipe", "grpo", "--task", "addition", "--scale", "nano", "--budget", "2e9"]
 
@@ -94,7 +94,7 @@ def test_new_fields_at_their_default_leave_run_ids_alone():
 
 def test_every_committed_run_json_round_trips_exactly():
     files = sorted({f.resolve() for f in REPORTS.glob("*/data/runs/*/run.json")})  # every published run, once
-    # math-small 180, claims' own 130 (its data/ links math-small's for the rest), the pilot's 49, ...
+    # addition-format 180, claims' own 130 (its data/ links addition-format's for the rest), the pilot's 49, ...
     assert len(list(RUNS.glob("*/run.json"))) == 180 and len(files) >= 180 + 130 + 49
     for f in files:
         rec = json.loads(f.read_text())

@@ -78,6 +78,18 @@ def test_report_names_each_cells_warm_start_and_flags_a_mixed_cell():
     assert any("e" in p and "modified" in p for p in problems)
     assert any("do not record" in p and "d, e" in p for p in problems)
     assert any(p.startswith("cell x mixes 2 warm starts") for p in problems)
+    # a cell configured with several warm starts (warmstart.seed differs by design) is checked per
+    # warm start: each must be one checkpoint, and two of them are not a mix
+    def run(sha, seed):
+        return {"git_commit": "c" * 40, "warmstart": {"sha256": sha * 64}, "config": {"warmstart": {"seed": seed}}}
+    several = {"p": run("1", 0), "q": run("1", 0), "r": run("2", 1), "s": run("3", 1), "t": run("4", 0)}
+    cells = {"p": "w", "q": "w", "r": "w", "s": "w", "t": "z"}
+    counts = warm_starts(cells, several)
+    assert list(counts) == ["w (warm start seed 0)", "w (warm start seed 1)", "z"]
+    assert publish_problems(several, cells) == ["cell w (warm start seed 1) mixes 2 warm starts: "
+                                                "222222222222 (1 run); 333333333333 (1 run)"]
+    several["s"] = run("2", 1)
+    assert publish_problems(several, cells) == []
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +114,15 @@ def test_publish_copies_the_runs_and_writes_the_report_from_them(published, smok
     twin = publish.publish(other, smoke_results, reports)
     linked = twin / "data" / "runs" / runs[0]
     assert linked.is_symlink() and linked.resolve() == (out / "data" / "runs" / runs[0]).resolve()
+    # republishing the first report (here from two of its runs) keeps the twin's data whole: its
+    # links into the replaced data become real copies, and its report still builds from them
+    smaller = dataclasses.replace(SMOKE, name="smoke", seeds=[SMOKE.seeds[0]])
+    before = {p.name: (p / "run.json").read_bytes() for p in (twin / "data" / "runs").iterdir()}
+    publish.publish(smaller, smoke_results, reports)
+    after = twin / "data" / "runs"
+    assert {p.name: (p / "run.json").read_bytes() for p in after.iterdir()} == before
+    assert not any(p.is_symlink() for p in after.iterdir())
+    assert not any(p.name.startswith(".") for p in after.iterdir())
 
 
 def test_select_spreads_over_cells_and_recipes():

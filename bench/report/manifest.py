@@ -59,13 +59,24 @@ def _counted(values: list[str]) -> str:
 
 def warm_starts(cells: dict[str, str], metas: dict[str, dict]) -> dict[str, Counter]:
     """Per cell (in the order of `cells`, run_id -> cell), how many recorded runs start from each
-    warm start's weights (SHA-256; None where run.json does not record it)."""
+    warm start's weights (SHA-256; None where run.json does not record it). A cell whose runs are
+    configured with several warm starts (a regime's `warmstarts = N`: different warmstart.seed)
+    counts each apart, as "CELL (warm start seed S)", so only runs meant to share one are compared."""
+    seeds: dict[str, set] = {}
+    for rid, cell in cells.items():
+        if rid in metas:
+            seeds.setdefault(cell, set()).add(_warmstart_seed(metas[rid]))
     out: dict[str, Counter] = {}
     for rid, cell in cells.items():
         if rid in metas:
             ws = metas[rid].get("warmstart") or {}
-            out.setdefault(cell, Counter())[ws.get("sha256") or None] += 1
-    return out
+            key = cell if len(seeds[cell]) == 1 else f"{cell} (warm start seed {_warmstart_seed(metas[rid])})"
+            out.setdefault(key, Counter())[ws.get("sha256") or None] += 1
+    return dict(sorted(out.items(), key=lambda kv: list(seeds).index(kv[0].split(" (")[0])))
+
+
+def _warmstart_seed(meta: dict):
+    return ((meta.get("config") or {}).get("warmstart") or {}).get("seed")
 
 
 def mixed(counts: Counter) -> bool:

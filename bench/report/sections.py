@@ -225,10 +225,17 @@ def _warm_start_text(ctx: Context) -> str:
     counts = M.warm_starts(run_cells(ctx), ctx.data.metas)
     mixed = {c: n for c, n in counts.items() if M.mixed(n)}
     unknown = sum(n.get(None, 0) for n in counts.values())
+    several = sorted({c.split(" (")[0] for c in counts if " (warm start seed " in c})
     text = ("Warm starts: the runs of each cell start from one warm start (one SFT checkpoint; its weights' "
             "SHA-256 is in the Manifest), so the intervals hold the variance between seeds, not between warm "
             "starts, and a different checkpoint can move every curve (a stale one once moved them by ~20 points)."
-            if not mixed and not unknown else "Warm starts:")
+            if not mixed and not unknown and not several else "Warm starts:")
+    if several and not mixed and not unknown:
+        text += (f" {', '.join(several)} start{'s' if len(several) == 1 else ''} from several independently "
+                 "trained warm starts by design (a regime's `warmstarts`: seed s from warm start s mod N, every "
+                 "recipe of a seed from the same one), so there the intervals hold warm-start variance too (see "
+                 "\"Warm-start variance\"); the runs of every other cell start from one warm start, so their "
+                 "intervals hold the variance between seeds only. Each SFT checkpoint's SHA-256 is in the Manifest.")
     if mixed:
         text += " **Warning**: " + "; ".join(f"cell {c} mixes {len(n)} warm starts ({M.warm_start_text(n)})"
                                              for c, n in mixed.items()) + ": its comparisons mix checkpoints."

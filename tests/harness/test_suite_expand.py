@@ -114,7 +114,8 @@ def test_plan_divides_cores(suite, monkeypatch):
 TWELVE = algorithms.names("family_2025")
 
 
-@pytest.mark.parametrize("name, n_runs, n_cells", [("smoke", None, 1), ("math-small", 180, 2), ("math-medium", 216, 6),
+@pytest.mark.parametrize("name, n_runs, n_cells", [("smoke", None, 1), ("math-small", 44, 2), ("addition-format", 180, 2),
+                                                   ("reasoning", 276, 5), ("math-medium", 216, 6),
                                                    ("math-scales", 36, 3), ("claims", 290, 5)])
 def test_shipped_suites_load(name, n_runs, n_cells):
     s = suites.load(name)
@@ -122,7 +123,11 @@ def test_shipped_suites_load(name, n_runs, n_cells):
     assert len(s.cells) == n_cells and len(cfgs) == sum(len(s.cell_recipes(c)) * len(s.cell_seeds(c)) for c in s.cells)
     if n_runs:
         assert len(cfgs) == n_runs
-    if name in ("math-small", "math-medium"):  # the twelve (the 2026 family has its own suite)
+    if name in ("addition-format", "reasoning", "math-medium"):  # the twelve (the 2026 family has its own suite)
         assert sorted(s.recipes) == sorted(TWELVE) and set(TWELVE) <= set(algorithms.names())
-        assert len(s.seeds) == (10 if name == "math-small" else 3)
+        assert len(s.seeds) == {"addition-format": 10, "reasoning": 5}.get(name, 3)
+    if name == "math-small":  # the default: reasoning's addition and gcd cells for four recipes, the same runs
+        reasoning = {c.run_id for c in suites.load("reasoning").expand()}
+        assert set(s.recipes) < set(TWELVE) and {c.run_id for c in cfgs} <= reasoning
+        assert s.report.accuracy == "eval/acc_formatted" and s.warmstart.calibrated
     assert name in suites.names()

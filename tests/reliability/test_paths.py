@@ -7,7 +7,7 @@ import pytest
 
 from bench.cli import main
 
-MATH_SMALL_RUNS = "reports/math-small/data"
+FORMAT_RUNS = "reports/addition-format/data"
 
 
 @pytest.fixture
@@ -21,9 +21,9 @@ def places(tmp_path):
 
 
 CASES = [
-    (["report", "smoke", "--results", MATH_SMALL_RUNS, "--out", "{t}/afile"], "report directory {t}/afile is a file"),
-    (["report", "smoke", "--results", MATH_SMALL_RUNS, "--out", "{t}/afile/sub"], "cannot be created: {t}/afile is a file"),
-    (["report", "smoke", "--results", MATH_SMALL_RUNS, "--out", "{t}/ro/rep"], "report directory {t}/ro/rep is not writable"),
+    (["report", "smoke", "--results", FORMAT_RUNS, "--out", "{t}/afile"], "report directory {t}/afile is a file"),
+    (["report", "smoke", "--results", FORMAT_RUNS, "--out", "{t}/afile/sub"], "cannot be created: {t}/afile is a file"),
+    (["report", "smoke", "--results", FORMAT_RUNS, "--out", "{t}/ro/rep"], "report directory {t}/ro/rep is not writable"),
     (["report", "smoke", "--results", "{t}/afile"], "results directory {t}/afile is a file"),
     (["report", "smoke", "--results", "{t}/nothing"], "results directory {t}/nothing does not exist"),
     (["results", "smoke", "--results", "{t}/afile"], "results directory {t}/afile is a file"),
@@ -31,9 +31,9 @@ CASES = [
     (["suite", "smoke", "--results", "{t}/afile", "--dry-run"], "results directory {t}/afile is a file"),
     (["suite", "smoke", "--results", "{t}/afile"], "results directory {t}/afile is a file"),
     (["publish", "smoke", "--results", "{t}/afile"], "results directory {t}/afile is a file"),
-    (["publish", "smoke", "--results", MATH_SMALL_RUNS, "--reports", "{t}/afile"], "reports directory {t}/afile is a file"),
-    (["reproduce", "reports/math-small", "--cache", "{t}/afile"], "--cache {t}/afile is a file"),
-    (["reproduce", "reports/math-small", "--keep", "{t}/afile/x"], "--keep {t}/afile/x cannot be created"),
+    (["publish", "smoke", "--results", FORMAT_RUNS, "--reports", "{t}/afile"], "reports directory {t}/afile is a file"),
+    (["reproduce", "reports/addition-format", "--cache", "{t}/afile"], "--cache {t}/afile is a file"),
+    (["reproduce", "reports/addition-format", "--keep", "{t}/afile/x"], "--keep {t}/afile/x cannot be created"),
     (["calibrate", "--task", "addition", "--scale", "nano", "--out", "{t}"], "--out {t} is a directory; give a file"),
     (["calibrate", "--task", "addition", "--scale", "nano", "--out", "{t}/ro/c.json"], "is not writable"),
     (["warmstart", "--task", "addition", "--scale", "nano", "--cache", "{t}/afile"], "cache directory {t}/afile is a file"),
@@ -66,13 +66,13 @@ def test_a_report_over_corrupt_records_names_each_and_finishes(tmp_path, capsys)
     import shutil
     from pathlib import Path
 
-    runs = sorted((Path(MATH_SMALL_RUNS) / "runs").iterdir())[:2]  # links into reports/math-small's runs
+    runs = sorted((Path(FORMAT_RUNS) / "runs").iterdir())[:2]  # real copies (claims links into them)
     root = tmp_path / "res"
     for r in runs:
         shutil.copytree(r, root / "runs" / r.name)
     (root / "runs" / runs[0].name / "run.json").write_text("{bad")
     (root / "runs" / runs[1].name / "steps.parquet").write_text("garbage")
-    assert main(["report", "math-small", "--results", str(root), "--out", str(tmp_path / "rep")]) == 0
+    assert main(["report", "addition-format", "--results", str(root), "--out", str(tmp_path / "rep")]) == 0
     text = (tmp_path / "rep" / "report.md").read_text()
     assert f"{runs[0].name}/run.json: unreadable run record" in text
     assert f"{runs[1].name}/steps.parquet: unreadable table" in text

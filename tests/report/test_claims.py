@@ -1,5 +1,5 @@
 """Claims as experiments (issue 14): `[claims.NAME]` tables in a suite, their validation, `--only
-claim=NAME`, the verdict rule, and suites/claims.toml sharing math-small's runs."""
+claim=NAME`, the verdict rule, and suites/claims.toml sharing addition-format's runs (the earlier math-small)."""
 from pathlib import Path
 
 import pytest
@@ -102,10 +102,10 @@ def test_verdict_rule():
     assert v("greater", 0.5, 0.0, False, 1) == "undecided"  # one seed decides nothing
 
 
-def test_shipped_claims_suite_shares_math_smalls_runs():
-    claims, small = suites.load("claims"), suites.load("math-small")
+def test_shipped_claims_suite_shares_addition_formats_runs():
+    claims, small = suites.load("claims"), suites.load("addition-format")
     assert len(claims.claims) >= 8 and all(c.paper and c.claim for c in claims.claims)
-    # an arm that math-small also runs (the same recipe, cell and seed) is the same run: one results
+    # an arm that addition-format also runs (the same recipe, cell and seed) is the same run: one results
     # directory holds both suites, and the claims' own cells only add runs
     ours = {(c.recipe.name, c.tags["cell"], c.seed): c.run_id for c in claims.expand()}
     theirs = {(c.recipe.name, c.tags["cell"], c.seed): c.run_id for c in small.expand()}

@@ -71,9 +71,9 @@ def test_the_clipping_table_shows_where_the_norm_clip_binds():
     train.grad_clip (1.0), per recipe (issue 23 item 3)."""
     import json
 
-    text = Path("reports/math-small/report.md").read_text()
+    text = Path("reports/addition-format/report.md").read_text()
     assert "| grad norm (median, pre-clip) | norm clip binds |" in text
-    runs = Path("reports/math-small/data/runs")
+    runs = Path("reports/addition-format/data/runs")
     binds = {}
     for d in sorted(runs.iterdir()):
         meta = json.loads((d / "run.json").read_text())

@@ -21,10 +21,10 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
 
 @pytest.fixture(scope="module")
-def math_small():
-    """(suite, data) of the published math-small report, read from its committed runs."""
-    s = suites.load("math-small")
-    return s, report_data.load(s, REPORTS / "math-small" / "data")
+def addition_format():
+    """(suite, data) of the published addition-format report (the earlier math-small), read from its committed runs."""
+    s = suites.load("addition-format")
+    return s, report_data.load(s, REPORTS / "addition-format" / "data")
 
 
 def csv(name: str, table: str) -> pl.DataFrame:
@@ -53,12 +53,12 @@ def test_wilson_interval_of_a_share_of_seeds():
     assert all(math.isnan(v) for v in stats.wilson_ci(0, 0))
 
 
-def test_published_p_improve_is_the_paired_share_of_seeds(math_small):
+def test_published_p_improve_is_the_paired_share_of_seeds(addition_format):
     """Acceptance: leaderboard.csv's p_improve is the share of seeds on which the recipe beat the baseline
     (ties ½), recomputable from the committed runs."""
-    s, d = math_small
+    s, d = addition_format
     runs = T.per_run(s, d)
-    board = csv("math-small", "leaderboard").filter(pl.col("verdict") != "baseline")
+    board = csv("addition-format", "leaderboard").filter(pl.col("verdict") != "baseline")
     for r in board.iter_rows(named=True):
         mine, ref = (T._by_seed(runs, r["cell"], who, "primary") for who in (r["recipe"], "grpo"))
         seeds = sorted(mine.keys() & ref.keys())
@@ -83,13 +83,13 @@ def test_plateau_takes_at_least_two_evaluations():
 
 
 def test_published_plateau_is_not_a_copy_of_final():
-    board = csv("math-small", "leaderboard")
+    board = csv("addition-format", "leaderboard")
     assert (board["plateau_mean"] != board["final_mean"]).any()
-    power = csv("math-small", "power")
+    power = csv("addition-format", "power")
     for cell in power["cell"].unique().to_list():
         sd = dict(zip(*power.filter(pl.col("cell") == cell).select("metric", "sd_pooled").to_dict(as_series=False).values()))
         assert sd["plateau"] != sd["final"], cell
-    md = (REPORTS / "math-small" / "report.md").read_text()
+    md = (REPORTS / "addition-format" / "report.md").read_text()
     assert "at least the last 2 evaluations" in md and "the window starts at" in md
 
 
@@ -173,11 +173,11 @@ def test_an_asymptote_far_above_every_point_is_not_identified():
 
 
 def test_published_sigmoid_fits_respect_the_observed_maximum():
-    for name in ("math-small", "claims", "math-scales"):
+    for name in ("addition-format", "claims", "math-scales"):
         fits = csv(name, "sigmoid_fits")
         shown = fits.filter(pl.col("identifiable"))
         assert (shown["A_hi"] <= shown["R_max"] + stats.A_SLACK).all(), name
-    ppo = csv("math-small", "sigmoid_fits").filter(
+    ppo = csv("addition-format", "sigmoid_fits").filter(
         (pl.col("cell") == "addition/nano/on_policy") & (pl.col("recipe") == "ppo")).row(0, named=True)
     assert not ppo["identifiable"] and "observed maximum" in ppo["reason"]
 
@@ -204,17 +204,17 @@ def test_margin_spread_warns_when_the_window_covers_the_field():
 
 
 def test_published_report_shows_the_margin_against_the_spread():
-    md = (REPORTS / "math-small" / "report.md").read_text()
+    md = (REPORTS / "addition-format" / "report.md").read_text()
     section = md.split("### Equivalence margin")[1].split("### ")[0]
     assert "addition/nano/on_policy: margin ±0.02" in section and "recipes' means span" in section
     assert "**Warning**" in section.split("addition/nano/32mb")[0]  # the on-policy field is narrower than the window
-    assert "Why 0.02" in (Path(__file__).resolve().parents[2] / "suites" / "math-small.toml").read_text()
+    assert "Why 0.02" in (Path(__file__).resolve().parents[2] / "suites" / "addition-format.toml").read_text()
 
 
 # --------------------------------------------------------------------------- 6. one verdict per contrast
 
 def test_a_claim_reads_the_leaderboards_verdict_on_the_same_contrast():
-    s = suites.load("math-small")
+    s = suites.load("addition-format")
     board = pl.DataFrame({"cell": ["x/on"] * 3, "recipe": ["grpo", "reinforce", "ppo"],
                           "verdict": ["baseline", "better", "equivalent"]})
     f = T._board_finding

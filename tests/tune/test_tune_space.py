@@ -10,7 +10,7 @@ from tune_helpers import TINY
 
 
 def test_default_spaces_cover_every_recipe_and_fit_its_config():
-    s = suites.load("math-small")
+    s = suites.load("addition-format")
     assert all(set(search_spaces.BASE) <= set(algorithms.search_space(r)) for r in algorithms.names())
     specs = study.plan(s, list(s.recipes), list(s.cells), tune_settings.from_suite(s))
     assert len(specs) == sum(len(s.cell_recipes(c)) for c in s.cells)  # each cell's own recipes
