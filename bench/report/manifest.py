@@ -62,17 +62,23 @@ def warm_starts(cells: dict[str, str], metas: dict[str, dict]) -> dict[str, Coun
     warm start's weights (SHA-256; None where run.json does not record it). A cell whose runs are
     configured with several warm starts (a regime's `warmstarts = N`: different warmstart.seed)
     counts each apart, as "CELL (warm start seed S)", so only runs meant to share one are compared."""
+    several = set(several_warm_starts(cells, metas))
+    out: dict[str, Counter] = {}
+    for cell in dict.fromkeys(cells.values()):  # cells in order, each once
+        for rid in sorted((r for r, c in cells.items() if c == cell and r in metas),
+                          key=lambda r: str(_warmstart_seed(metas[r]))):
+            key = f"{cell} (warm start seed {_warmstart_seed(metas[rid])})" if cell in several else cell
+            out.setdefault(key, Counter())[(metas[rid].get("warmstart") or {}).get("sha256") or None] += 1
+    return out
+
+
+def several_warm_starts(cells: dict[str, str], metas: dict[str, dict]) -> list[str]:
+    """The cells (in order) whose recorded runs are configured with more than one warm start."""
     seeds: dict[str, set] = {}
     for rid, cell in cells.items():
         if rid in metas:
             seeds.setdefault(cell, set()).add(_warmstart_seed(metas[rid]))
-    out: dict[str, Counter] = {}
-    for rid, cell in cells.items():
-        if rid in metas:
-            ws = metas[rid].get("warmstart") or {}
-            key = cell if len(seeds[cell]) == 1 else f"{cell} (warm start seed {_warmstart_seed(metas[rid])})"
-            out.setdefault(key, Counter())[ws.get("sha256") or None] += 1
-    return dict(sorted(out.items(), key=lambda kv: list(seeds).index(kv[0].split(" (")[0])))
+    return [cell for cell, s in seeds.items() if len(s) > 1]
 
 
 def _warmstart_seed(meta: dict):

@@ -225,7 +225,7 @@ def _warm_start_text(ctx: Context) -> str:
     counts = M.warm_starts(run_cells(ctx), ctx.data.metas)
     mixed = {c: n for c, n in counts.items() if M.mixed(n)}
     unknown = sum(n.get(None, 0) for n in counts.values())
-    several = sorted({c.split(" (")[0] for c in counts if " (warm start seed " in c})
+    several = M.several_warm_starts(run_cells(ctx), ctx.data.metas)
     text = ("Warm starts: the runs of each cell start from one warm start (one SFT checkpoint; its weights' "
             "SHA-256 is in the Manifest), so the intervals hold the variance between seeds, not between warm "
             "starts, and a different checkpoint can move every curve (a stale one once moved them by ~20 points)."
