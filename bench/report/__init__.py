@@ -44,8 +44,14 @@ def build(suite: Suite | str, root: Path | str, out_dir: Path | str | None = Non
     title = f"grpo-bench report: {s.name}"
 
     (out / "figures").mkdir(parents=True, exist_ok=True)
+    unknown = set(ctx.tables) - set(sections.TABLES)
+    if unknown:
+        raise AssertionError(f"tables {sorted(unknown)} are missing from bench.report.sections.TABLES")
     for name, frame in ctx.tables.items():
         _write(out / f"{name}.csv", render.csv_frame(frame).encode())
+    for name in sections.TABLES:  # a table of an earlier build of this report that this one does not have
+        if name not in ctx.tables:
+            (out / f"{name}.csv").unlink(missing_ok=True)
     for stale in (out / "figures").glob("*.png"):  # figures of an earlier version of the suite
         if stale.name not in ctx.figs:
             stale.unlink()

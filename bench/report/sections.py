@@ -995,6 +995,13 @@ def manifest(ctx: Context) -> list:
             Para("Tables as CSV beside this file: " + ", ".join(f"`{n}.csv`" for n in sorted(ctx.tables)) + ".")]
 
 
+# Every table a report may write as NAME.csv (report.build refuses to write any other), so
+# that rebuilding a report into its directory removes the CSVs of tables this build no longer has.
+TABLES = ("runs", "leaderboard", "power", "sigmoid_fits", "length_bias", "clipping", "off_policy", "group_weights",
+          "recipe_diffs", "skill_check", "across_tasks", "performance_profiles", "warmstart_variance", "claims",
+          "sanity", "scales", "grad_weights", "tuned_vs_default", "tuning_cost")
+
+
 def build_tables(ctx: Context) -> None:
     """Compute every table once (each becomes a CSV), and the curves the figures share."""
     s, d = ctx.suite, ctx.data
