@@ -63,13 +63,14 @@ def warm_starts(cells: dict[str, str], metas: dict[str, dict]) -> dict[str, Coun
     configured with several warm starts (a regime's `warmstarts = N`: different warmstart.seed)
     counts each apart, as "CELL (warm start seed S)", so only runs meant to share one are compared."""
     several = set(several_warm_starts(cells, metas))
-    out: dict[str, Counter] = {}
-    for cell in dict.fromkeys(cells.values()):  # cells in order, each once
-        for rid in sorted((r for r, c in cells.items() if c == cell and r in metas),
-                          key=lambda r: str(_warmstart_seed(metas[r]))):
-            key = f"{cell} (warm start seed {_warmstart_seed(metas[rid])})" if cell in several else cell
-            out.setdefault(key, Counter())[(metas[rid].get("warmstart") or {}).get("sha256") or None] += 1
-    return out
+    order = list(dict.fromkeys(cells.values()))
+    groups: dict[tuple, Counter] = {}
+    for rid, cell in cells.items():
+        if rid in metas:
+            seed = _warmstart_seed(metas[rid]) if cell in several else None
+            groups.setdefault((cell, seed), Counter())[(metas[rid].get("warmstart") or {}).get("sha256") or None] += 1
+    return {(f"{cell} (warm start seed {seed})" if cell in several else cell): n
+            for (cell, seed), n in sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1] or 0))}
 
 
 def several_warm_starts(cells: dict[str, str], metas: dict[str, dict]) -> list[str]:

@@ -35,9 +35,10 @@ def skill_check(suite: Suite, data: Data) -> pl.DataFrame | None:
     """Per cell, whether it compares skill rather than format: the mean format rate of sampled answers
     at fraction 0 (every finished run), and the baseline's gain in the report's accuracy (last
     evaluation − first, per seed) with its standard error over seeds. Beside it, the same gain in
-    greedy accuracy (greedy_*): where the report's accuracy is a sampled one and it rises while greedy
-    accuracy does not (`sharpening`: greedy gain under SKILL_SE/2.5 = 2 SE), RL made sampling more like
-    greedy decoding rather than the policy better at the task. None when no run logged a format rate
+    greedy accuracy (greedy_*): where the report's accuracy passes while greedy accuracy does not rise
+    (`sharpening`: greedy gain under SHARPENING_SE standard errors), RL made sampling more like greedy
+    decoding rather than the policy better at the task (a report reading greedy accuracy never is:
+    its two gains are one). None when no run logged a format rate
     (runs from before eval/format_rate, or evaluations without samples)."""
     ev = finished(data.evals)
     if "format_rate" not in ev.columns or not ev["format_rate"].drop_nulls().drop_nans().len():
@@ -57,10 +58,9 @@ def skill_check(suite: Suite, data: Data) -> pl.DataFrame | None:
         gm, gse, gz = _gain(greedy)
         start = float(fmt.mean()) if fmt.len() else math.nan
         skill = bool(start >= SKILL_FORMAT and n >= 2 and z >= SKILL_SE)
-        sampled = suite.report.accuracy != "eval/acc_greedy"
         rows.append({"cell": cell, "format_start": start, "baseline": base, "seeds": n, "gain_mean": m,
                      "gain_se": se, "gain_z": z, "skill": skill, "greedy_gain_mean": gm, "greedy_gain_se": gse,
-                     "greedy_gain_z": gz, "sharpening": bool(sampled and skill and not gz >= SHARPENING_SE)})
+                     "greedy_gain_z": gz, "sharpening": bool(skill and not gz >= SHARPENING_SE)})
     return pl.DataFrame(rows, schema={"cell": pl.String, "format_start": pl.Float64, "baseline": pl.String,
                                       "seeds": pl.Int64, "gain_mean": pl.Float64, "gain_se": pl.Float64,
                                       "gain_z": pl.Float64, "skill": pl.Boolean, "greedy_gain_mean": pl.Float64,
