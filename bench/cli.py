@@ -399,7 +399,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     threads = args.threads or max(1, cpu_count() // workers)
     settings = tune_settings.from_suite(s, trials=args.trials, objective=args.objective, pruner=args.pruner)
     specs = study.plan(s, recipes, cells, settings)  # bad spaces fail here
-    preflight.check_runs([RunConfig.from_dict(spec.base) for spec in specs])
+    preflight.check_runs([RunConfig.from_dict(b) for spec in specs for b in spec.bases])
     preflight.check_writable(root, "results directory")
     preflight.check_writable(tuned_file.parent, "tuned overrides directory")
     url = args.storage or storage.default_url(root, s.name)
@@ -420,10 +420,12 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             print(f"study {spec.name}: no completed trial; nothing written for it", file=sys.stderr)
             continue
         c = b["counts"]
-        tables[(spec.cell, spec.recipe)] = b["params"]
-        notes[(spec.cell, spec.recipe)] = (f"study {spec.name}: best of {c['complete'] + c['pruned']} trials "
+        key = ("" if settings.cell else spec.cell, spec.recipe)  # tune.cell: the choice applies to every cell
+        tables[key] = b["params"]
+        notes[key] = (f"study {spec.name}: best of {c['complete'] + c['pruned']} trials "
                                            f"({c['pruned']} pruned, {c['fail']} failed) is trial {b['trial']}, "
-                                           f"{settings.objective} = {b['value']:.3f} (run {b['run_id']})")
+                                           f"{settings.objective} = {b['value']:.3f}, the mean over tuning seeds "
+                                           f"{list(settings.seeds)} (runs {', '.join(b['run_ids'])})")
     if tables:
         path = tuned.write(tuned_file, s.name, tables, notes, header=f"storage: {storage.redact(url)}")
         print(f"tuned overrides: {path} (`bench suite {s.name} --tuned` uses them)")
@@ -477,7 +479,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_publish(args: argparse.Namespace) -> int:
     from bench import preflight, publish, suite as suites
 
-    s = suites.load(args.suite)
+    s = suites.load(args.suite, tuned=not args.defaults)
     root = _root(args)
     preflight.check_readable(root, "results directory")
     if args.reports:
@@ -700,13 +702,19 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=_cmd_report)
 
     pb = sub.add_parser("publish", help="copy a suite's runs into reports/SUITE/data and write its report there",
-                        description="Publish a suite: its finished runs are copied from the results directory into "
+                        description="Publish a suite: its finished runs (at committed tuned settings: with its "
+                                    "tuning trials and its runs at default settings) are copied from the results "
+                                    "directory into "
                                     "reports/SUITE/data/runs (a run another report already holds is linked), then "
                                     "the report is written from them. Refused when a run is missing, was trained "
                                     "from a modified tree, does not record its warm start's weights, or a cell "
                                     "mixes warm starts.")
     pb.add_argument("suite", help="suite name (see `bench list suites`) or a path to a .toml file")
     _add_results(pb)
+    pb.add_argument("--defaults", action="store_true",
+                    help="publish the suite at its own settings, ignoring its committed tuned settings "
+                         "(suites/tuned/NAME.toml); at tuned settings (the default when that file exists) the "
+                         "tuning trials and the runs at default settings are published with it")
     pb.add_argument("--reports", default=None, help="reports directory (default: $BENCH_REPORTS or ./reports)")
     pb.set_defaults(func=_cmd_publish)
 

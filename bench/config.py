@@ -276,6 +276,9 @@ class Regime(Section):
     epochs: int = Field(1, ge=1)
     minibatches: int = Field(1, ge=1)
     lr: float | None = Field(None, gt=0)  # None: the suite's (or the recipe's overridden) train.lr
+    # the gradient-norm clip of this regime's runs (train.grad_clip; 0 turns it off); None: the suite's.
+    # A cell with grad_clip = 0 checks whether a ranking holds when no recipe's steps are rescaled
+    grad_clip: float | None = Field(None, ge=0)
     # the sampler's weight precision (RolloutConfig.precision): "bf16" is the mismatch regime
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     # where a suite runs the regime (never part of a run's config): a subset of the suite's recipes
@@ -310,7 +313,8 @@ class Regime(Section):
         """The RunConfig tables this regime sets (applied last: the regime holds)."""
         out = {"rollout": {"lag": self.lag, "precision": self.precision},
                "recipe": {"updates": {"epochs": self.epochs, "minibatches": self.minibatches}}}
-        return out | ({"train": {"lr": self.lr}} if self.lr is not None else {})
+        train = {k: v for k, v in (("lr", self.lr), ("grad_clip", self.grad_clip)) if v is not None}
+        return out | ({"train": train} if train else {})
 
     @classmethod
     def of(cls, cfg: RunConfig) -> Regime:

@@ -54,8 +54,13 @@ def publish(suite, root: Path, reports: Path | None = None, out=None) -> Path:
     if missing:
         raise InputError(f"{len(missing)} of the {len(cfgs)} runs of suite {suite.name} have no finished record in "
                          f"{root} (e.g. {', '.join(missing[:3])}); `bench suite {suite.name}` runs them")
+    cells = {rid: c.tags["cell"] for rid, c in cfgs.items()}
+    if suite.tuned_from is not None:  # the chain that chose the settings, and what they are compared with
+        extra = tuning_runs(suite, root, data)
+        sources |= extra
+        cells |= {rid: json.loads((src / "run.json").read_text())["config"]["tags"]["cell"] for rid, src in extra.items()}
     metas = {rid: json.loads((src / "run.json").read_text()) for rid, src in sources.items()}
-    problems = publish_problems(metas, {rid: c.tags["cell"] for rid, c in cfgs.items()})
+    problems = publish_problems(metas, cells)
     if problems:
         raise InputError(f"not publishable: {'; '.join(problems)}. Publish runs trained from a clean commit "
                          "(commit, then rerun them into an empty results directory)")
@@ -82,10 +87,43 @@ def publish(suite, root: Path, reports: Path | None = None, out=None) -> Path:
         os.replace(stage, old)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    print(f"published {len(cfgs)} runs into {data} ({linked} linked to another report's copy)", file=out)
+    more = f" and {len(sources) - len(cfgs)} tuning and default-settings runs" if len(sources) > len(cfgs) else ""
+    print(f"published {len(cfgs)} runs{more} into {data} ({linked} linked to another report's copy)", file=out)
     path = report.build(suite, target / "data", target)
     print(f"report: {path / 'index.html'} and {path / 'report.md'}", file=out)
     return path
+
+
+def tuning_runs(suite, root: Path, published: Path) -> dict[str, Path]:
+    """A suite at tuned settings publishes the runs that chose them and those they are compared with:
+    every recorded trial of its studies (finished, pruned or diverged: the whole tuning spend), from
+    the results directory or the report's own data, and every run of its defaults expansion (all
+    required: the report sets the leaderboard at defaults beside the tuned one). run_id -> record."""
+    from bench.suite import load
+    from bench.tune.costs import trial_runs
+
+    out = {}
+    for base in (Path(published).parent, Path(root)):  # the results directory's records win
+        if (base / "runs").is_dir():
+            t = trial_runs(suite, base)
+            out |= {rid: base / "runs" / rid for rid in t.filter(pl.col("status") != "failed")["run_id"]}
+    if not out:
+        raise InputError(f"suite {suite.name} runs at the tuned settings of {suite.tuned_from}, but no `bench tune` "
+                         f"trial of it is recorded in {root}: publish the tuning runs with the report "
+                         f"(`bench tune {suite.name} --all --results {root}`), or publish at defaults (--defaults)")
+    defaults = load(suite.path, tuned=False).expand()
+    missing = []
+    for c in defaults:
+        src = _source(c.run_id, root, published)
+        if src is None:
+            missing.append(c.run_id)
+        else:
+            out[c.run_id] = src
+    if missing:
+        raise InputError(f"{len(missing)} of the {len(defaults)} runs of suite {suite.name} at default settings have "
+                         f"no finished record in {root} (e.g. {', '.join(missing[:3])}); the report compares the tuned "
+                         f"leaderboard with them: `bench suite {suite.name} --defaults` runs them")
+    return out
 
 
 def _source(rid: str, root: Path, published: Path) -> Path | None:

@@ -29,6 +29,7 @@
     seeds = 20                        # optional: this regime's cells run more (or other) seeds
     budget = 1e11                     # optional: this regime's cells' budget (else the suite's [budget])
     warmstarts = 3                    # optional: 3 independently trained warm starts (seed s uses s mod 3)
+    grad_clip = 0                     # optional: this regime's gradient-norm clip (0: off; else [train]'s)
     [report]                          # how the report decides (not hashed: changing it reruns nothing)
     primary = "auc"                   # auc | final | plateau | compute_to:0.5 (declared before the runs)
     baseline = "grpo"                 # what every recipe is compared with, paired by seed
@@ -425,9 +426,10 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
         if regimes and "updates" in patch.get("recipe", {}):
             raise err(f"overrides.{recipe}.recipe.updates", "set by the suite's [regimes] for every recipe alike, "
                       "so a cell compares recipes at one regime")
-        if any(r.lr is not None for r in regimes) and "lr" in patch.get("train", {}):
-            raise err(f"overrides.{recipe}.train.lr", "set by the suite's [regimes] (a regime gives lr) for every "
-                      "recipe alike")
+        for key in ("lr", "grad_clip"):
+            if any(getattr(r, key) is not None for r in regimes) and key in patch.get("train", {}):
+                raise err(f"overrides.{recipe}.train.{key}", f"set by the suite's [regimes] (a regime gives {key}) for "
+                          "every recipe alike")
         overrides[recipe] = patch
 
     suite = Suite(name=path.stem, path=path, recipes=tuple(f.recipes), seeds=tuple(f.seeds),

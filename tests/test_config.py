@@ -233,6 +233,10 @@ def test_regime_lr_name_and_record(tmp_path):
     p.write_text(SUITE + "[regimes.mb4]\nlr = 5e-5\n[overrides.grpo]\n\"train.lr\" = 1e-3\n")
     with pytest.raises(ValueError, match=r"overrides\.grpo\.train\.lr: set by the suite's \[regimes\]"):
         suites.load(p)
+    p.write_text(SUITE + "[regimes.noclip]\ngrad_clip = 0\n[overrides.grpo]\n\"train.lr\" = 3e-4\n")
+    (cell,) = suites.load(p).cells
+    cfg = suites.load(p).run_config(cell, "grpo", 0)
+    assert cfg.train.grad_clip == 0 and cfg.train.lr == 3e-4  # the clip off; the recipe's (or tuned) lr kept
     p.write_text(SUITE + '[regimes."a b"]\nlag = 1\n')
     with pytest.raises(ValueError, match=r"regimes\.a b\.name: got 'a b'; expected a string"):
         suites.load(p)

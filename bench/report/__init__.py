@@ -7,8 +7,10 @@ writes, for the runs of the suite's current expansion (selected by run id, not b
 
     reports/NAME/report.md        Markdown, figures beside it in figures/*.png
     reports/NAME/index.html       one self-contained page, the same content, figures embedded
-    reports/NAME/*.csv            every table: leaderboard, sigmoid_fits, length_bias, grad_weights,
-                                  clipping, recipe_diffs, runs
+    reports/NAME/*.csv            every table (sections.TABLES): leaderboard, sigmoid_fits, length_bias,
+                                  grad_weights, clipping, recipe_diffs, runs, claims, sanity, power, ...;
+                                  with `bench tune` trials: tuning (one row per trial run), tuning_cost,
+                                  lr_robustness and tuned_vs_default
 
 report.md and the CSVs are byte-identical when regenerated from the same results (no timestamps,
 fixed row order and float formats); index.html adds when and where it was generated.

@@ -129,7 +129,12 @@ def load(suite: Suite, root: Path) -> Data:
 
 def stale_runs(suite: Suite, root: Path, current: set[str]) -> tuple[str, ...]:
     """Recorded runs tagged suite=NAME whose ids are not in the current expansion (sorted). Runs of
-    `bench suite NAME --tuned` (tagged tuned) are not stale: the Tuning section reports them."""
+    `bench suite NAME --tuned` (tagged tuned) are not stale, nor, for a suite at committed tuned
+    settings, the runs of its defaults expansion: the Tuning section reports them."""
+    if suite.tuned_from is not None and suite.path is not None:
+        from bench.suite import load
+
+        current = current | {c.run_id for c in load(suite.path, tuned=False).expand()}
     out = []
     for p in sorted((Path(root) / "runs").glob("*/run.json")):
         if p.parent.name in current:

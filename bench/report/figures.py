@@ -253,3 +253,44 @@ def scales(evals: pl.DataFrame, table: pl.DataFrame, groups: dict[str, list[str]
         ax.set_ylabel(metric)
     _legend_outside(fig, axes)
     return fig
+
+
+SENSITIVITY_LINES = 8  # more values of the other knobs than this (a TPE search over ranges): points unjoined
+
+
+def tuning_sensitivity(points: pl.DataFrame, panels: list[str], colors: dict, ylabel: str) -> plt.Figure:
+    """Sensitivity curves of `bench tune`: one panel per study (`panels`, the `panel` labels in order),
+    the objective against the learning rate (log x). points: one row per complete trial with panel,
+    recipe, lr, value (mean over tuning seeds), lo and hi (the lowest and highest seed: the bar),
+    group (the other tuned parameters' values, "" when lr is the only one: one line per group, or
+    unjoined points in the recipe's colour beyond SENSITIVITY_LINES groups) and chosen (the trial the
+    tuned settings hold: a star)."""
+    ncols = min(4, len(panels))
+    fig, axes = _axes(ncols, nrows=math.ceil(len(panels) / ncols), w=4.4, h=3.4)
+    for ax, panel in zip(axes.ravel(), panels):
+        p = points.filter(pl.col("panel") == panel).sort("group", "lr")
+        groups = p["group"].unique(maintain_order=True).to_list()
+        lines, many = 1 < len(groups) <= SENSITIVITY_LINES, len(groups) > SENSITIVITY_LINES
+        if many:
+            groups, p = [""], p.with_columns(pl.lit("").alias("group"))
+        shades = sns.color_palette("viridis", len(groups)) if lines else [colors[p["recipe"][0]]]
+        for group, color in zip(groups, shades):
+            g = p.filter(pl.col("group") == group)
+            x, m = g["lr"].to_numpy(), g["value"].to_numpy()
+            ax.errorbar(x, m, yerr=[m - g["lo"].to_numpy(), g["hi"].to_numpy() - m], fmt="o" if many else "o-",
+                        color=color, capsize=3, ms=4, lw=1, label=group or None)
+        c = p.filter(pl.col("chosen"))
+        if c.height:
+            ax.plot(c["lr"].to_numpy(), c["value"].to_numpy(), "*", ms=15, mfc="none", mec="black", mew=1.2,
+                    label="chosen" if lines else None)
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # a narrow log range labels its minor ticks, overlapping
+        ax.set_title(panel, fontsize=10)
+        ax.set_xlabel("learning rate (train.lr)")
+        ax.set_ylabel(ylabel)
+        if lines:
+            ax.legend(fontsize=7, frameon=False)
+    for ax in axes.ravel()[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig

@@ -17,10 +17,11 @@ from bench import results, suite as suites
 from bench.suite import Suite
 
 SUMMARY_SCHEMA = {
-    "cell": pl.String, "recipe": pl.String, "study": pl.String, "trials": pl.Int64, "finished": pl.Int64,
+    "cell": pl.String, "recipe": pl.String, "study": pl.String, "trials": pl.Int64, "runs": pl.Int64,
+    "finished": pl.Int64,
     "pruned": pl.Int64, "diverged": pl.Int64, "failed": pl.Int64, "flops": pl.Float64, "gen_tokens": pl.Int64,
     "wall_s": pl.Float64, "budget": pl.String, "budget_flops": pl.Float64, "cost_in_runs": pl.Float64,
-    "best_acc": pl.Float64, "best_trial": pl.Int64, "best_run_id": pl.String,
+    "best_acc": pl.Float64, "best_trial": pl.Int64, "best_params": pl.String,
 }
 
 
@@ -28,10 +29,26 @@ def _suite(s: str | Suite) -> Suite:
     return s if isinstance(s, Suite) else suites.load(s)
 
 
+TRIAL_SCHEMA = {
+    "run_id": pl.String, "study": pl.String, "trial": pl.Int64, "cell": pl.String, "recipe": pl.String,
+    "seed": pl.Int64, "params": pl.String, "status": pl.String, "flops": pl.Float64, "gen_tokens": pl.Int64,
+    "wall_s": pl.Float64, "budget": pl.String, "budget_value": pl.Float64, "budget_kind": pl.String,
+    "acc": pl.Float64, "objective": pl.Float64,
+}
+
+
 def trial_runs(suite: str | Suite, root: Path | None = None, skipped: list | None = None) -> pl.DataFrame:
-    """One row per recorded trial run of the suite's studies (run.json tags study and trial). A
-    corrupt record is left out and its (run_id, problem) appended to `skipped` when given."""
-    name = _suite(suite).name
+    """One row per recorded trial run of the suite's studies (run.json tags study and trial): its
+    tuning seed, the trial's sampled values (`params`, canonical JSON {path: value}), the final
+    accuracy (`acc`: the suite's [report] accuracy at the last evaluation) and the run's value of
+    the tuning objective (`objective`: final, or the mean over the budget for auc; 0 for a diverged
+    run, as tuning scores it; null for a pruned or failed one). A corrupt record is left out and
+    its (run_id, problem) appended to `skipped` when given."""
+    from bench.tune.settings import from_suite
+    from bench.tune.study import objective_value
+
+    su = _suite(suite)
+    settings = from_suite(su)
     root = Path(root) if root else results.default_root()
     rows = []
     for f in sorted((root / "runs").glob("*/run.json")):
@@ -42,38 +59,59 @@ def trial_runs(suite: str | Suite, root: Path | None = None, skipped: list | Non
             continue
         m = json.loads(f.read_text())
         tags = m["config"].get("tags", {})
-        if not str(tags.get("study", "")).startswith(f"{name}/"):
+        if not str(tags.get("study", "")).startswith(f"{su.name}/"):
             continue
         ev = f.parent / "evals.parquet"
-        acc = None
+        acc = value = None
         if m["status"] == "finished" and ev.is_file():
-            e = pl.read_parquet(ev)
-            acc = float(e.sort("fraction")["eval/acc_greedy"][-1]) if e.height else None
+            e = pl.read_parquet(ev).sort("fraction")
+            if e.height and settings.accuracy in e.columns:
+                acc = float(e[settings.accuracy][-1])
+                value = objective_value(e.to_dicts(), settings.objective, settings.accuracy)
+        elif m["status"] == "diverged":
+            value = 0.0
         rows.append({"run_id": m["run_id"], "study": tags["study"], "trial": int(tags["trial"]),
-                     "cell": tags.get("cell"), "recipe": m["recipe_name"], "status": m["status"],
+                     "cell": tags.get("cell"), "recipe": m["recipe_name"], "seed": int(m["config"]["seed"]),
+                     "params": json.dumps(tags.get("params", {}), sort_keys=True), "status": m["status"],
                      "flops": float(m.get("flops_spent", 0.0)), "gen_tokens": int(m.get("gen_tokens", 0)),
                      "wall_s": float(m.get("wall_s", 0.0)), "budget": f"{m['config']['budget']['value']:g}"
                      f"{m['config']['budget']['kind']}", "budget_value": float(m["config"]["budget"]["value"]),
-                     "budget_kind": m["config"]["budget"]["kind"], "acc": acc})
-    return pl.DataFrame(rows, schema={"run_id": pl.String, "study": pl.String, "trial": pl.Int64, "cell": pl.String,
-                                      "recipe": pl.String, "status": pl.String, "flops": pl.Float64,
-                                      "gen_tokens": pl.Int64, "wall_s": pl.Float64, "budget": pl.String,
-                                      "budget_value": pl.Float64, "budget_kind": pl.String, "acc": pl.Float64})
+                     "budget_kind": m["config"]["budget"]["kind"], "acc": acc, "objective": value})
+    return pl.DataFrame(rows, schema=TRIAL_SCHEMA).sort("study", "trial", "seed")
+
+
+def per_trial(t: pl.DataFrame, n_seeds: int) -> pl.DataFrame:
+    """One row per trial from trial_runs: its params, the mean and std of its runs' objectives and
+    final accuracies over its tuning seeds, and `complete` (every one of the `n_seeds` seeds scored:
+    not pruned, not failed, not still to run); the trial's value is the mean, as tuning scored it."""
+    return (t.group_by("study", "cell", "recipe", "trial", maintain_order=True)
+            .agg(pl.col("params").first(), pl.len().cast(pl.Int64).alias("runs"),
+                 pl.col("objective").count().cast(pl.Int64).alias("scored"),
+                 pl.col("objective").mean().alias("value"), pl.col("objective").std().alias("value_std"),
+                 pl.col("acc").mean().alias("acc"))
+            .with_columns((pl.col("scored") == n_seeds).alias("complete"))
+            .sort("study", "trial"))
 
 
 def summary(suite: str | Suite, root: Path | None = None) -> pl.DataFrame:
-    """Tuning cost per study: see SUMMARY_SCHEMA. cost_in_runs = FLOPs spent / one run's FLOPs budget
-    (null for steps or tokens budgets); best_acc is the best finished trial's final greedy accuracy."""
-    t = trial_runs(suite, root)
+    """Tuning cost per study: see SUMMARY_SCHEMA. `trials` counts trials (each trains one run per
+    tuning seed, `runs`); the status counts are of runs. cost_in_runs = FLOPs spent / one run's FLOPs
+    budget (null for steps or tokens budgets); best_acc is the final accuracy, mean over tuning
+    seeds, of the complete trial with the best objective (ties: the earlier trial)."""
+    su = _suite(suite)
+    t = trial_runs(su, root)
     if t.is_empty():
         return pl.DataFrame(schema=SUMMARY_SCHEMA)
+    from bench.tune.settings import from_suite
+
     n = lambda s: (pl.col("status") == s).sum().cast(pl.Int64).alias(s)  # noqa: E731
-    best = (t.filter(pl.col("acc").is_not_null()).sort(["acc", "trial"], descending=[True, False])
-            .group_by("study", maintain_order=True).first()
+    best = (per_trial(t, len(from_suite(su).seeds)).filter("complete")
+            .sort(["value", "trial"], descending=[True, False]).group_by("study", maintain_order=True).first()
             .select("study", pl.col("acc").alias("best_acc"), pl.col("trial").alias("best_trial"),
-                    pl.col("run_id").alias("best_run_id")))
+                    pl.col("params").alias("best_params")))
     agg = (t.group_by("study", "cell", "recipe").agg(
-        pl.len().cast(pl.Int64).alias("trials"), n("finished"), n("pruned"), n("diverged"), n("failed"),
+        pl.col("trial").n_unique().cast(pl.Int64).alias("trials"), pl.len().cast(pl.Int64).alias("runs"),
+        n("finished"), n("pruned"), n("diverged"), n("failed"),
         pl.col("flops").sum(), pl.col("gen_tokens").sum(), pl.col("wall_s").sum(), pl.col("budget").first(),
         pl.when(pl.col("budget_kind") == "flops").then(pl.col("budget_value")).first().alias("budget_flops")))
     return (agg.join(best, on="study", how="left")

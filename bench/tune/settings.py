@@ -29,6 +29,8 @@ from bench.suite import Suite, unknown
 
 OBJECTIVES = ("final", "auc")
 PRUNERS = ("median", "hyperband", "none")
+SAMPLERS = ("tpe", "grid")
+DEFAULT_SEEDS = (1000,)
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,10 @@ class TuneSettings:
     objective: Literal["final", "auc"] = "final"
     pruner: Literal["median", "hyperband", "none"] = "median"
     startup_trials: int = 3
-    seed: int = 1000
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
+    sampler: Literal["tpe", "grid"] = "tpe"
     sampler_seed: int = 0
+    cell: str | None = None
     space: dict = field(default_factory=dict)  # recipe -> {path: spec | false}
     accuracy: str = "eval/acc_greedy"  # the evaluation column the objective reads (the suite's [report] accuracy)
 
@@ -49,16 +53,30 @@ class TuneSettings:
             raise ConfigError(f"tune.objective: {unknown('objective', self.objective, list(OBJECTIVES))}")
         if self.pruner not in PRUNERS:
             raise ConfigError(f"tune.pruner: {unknown('pruner', self.pruner, list(PRUNERS))}")
-        for f in ("startup_trials", "seed", "sampler_seed"):
+        if self.sampler not in SAMPLERS:
+            raise ConfigError(f"tune.sampler: {unknown('sampler', self.sampler, list(SAMPLERS))}")
+        for f in ("startup_trials", "sampler_seed"):
             v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            if not _natural(v):
                 raise ConfigError(f"tune.{f} must be an int >= 0, got {v!r}")
+        if (not isinstance(self.seeds, tuple) or not self.seeds or not all(map(_natural, self.seeds))
+                or len(set(self.seeds)) != len(self.seeds)):
+            raise ConfigError(f"tune.seeds must be a non-empty list of distinct ints >= 0, got {list(self.seeds)!r}")
+
+    @property
+    def seed(self) -> int:
+        """The first tuning seed: the one a trial's base config is built with."""
+        return self.seeds[0]
+
+
+def _natural(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def from_suite(suite: Suite, **cli) -> TuneSettings:
     """The suite's [tune] table, then command-line values that are not None."""
     table = dict(suite.tune)
-    names = [f.name for f in dataclasses.fields(TuneSettings)]
+    names = [f.name for f in dataclasses.fields(TuneSettings)] + ["seed"]
     for k in table:
         if k not in names:
             raise ConfigError(f"{suite.path}: tune.{k}: {unknown('[tune] key', k, names)}")
@@ -71,6 +89,16 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
     if "accuracy" in table:
         raise ConfigError(f"{suite.path}: tune.accuracy: set by the suite's [report] accuracy, which tuning reads")
     table.update({k: v for k, v in cli.items() if v is not None})
+    if "seed" in table:
+        if "seeds" in table:
+            raise ConfigError(f"{suite.path}: tune.seed and tune.seeds both given; keep one (seeds = [..] for several)")
+        table["seeds"] = [table.pop("seed")]
+    if "seeds" in table:
+        table["seeds"] = tuple(table["seeds"]) if isinstance(table["seeds"], list) else table["seeds"]
+    if "cell" in table:
+        names = [c.name for c in suite.cells]
+        if table["cell"] not in names:
+            raise ConfigError(f"{suite.path}: tune.cell: {unknown('cell', table['cell'], names)}")
     if "objective" not in table:  # tune for what the report will compare: its declared primary metric
         table["objective"] = suite.report.primary if suite.report.primary in OBJECTIVES else "final"
     table["accuracy"] = suite.report.accuracy
@@ -78,8 +106,9 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
         s = TuneSettings(**table)
     except ConfigError as e:
         raise ConfigError(f"{suite.path}: {e}") from None
-    if s.seed in suite.all_seeds:
-        raise ConfigError(f"{suite.path}: tune.seed = {s.seed} is one of the suite's seeds {list(suite.all_seeds)}: the "
-                          "tuned suite's run at that seed would repeat the best trial, an optimistic draw; "
-                          "choose a seed outside them")
+    both = sorted(set(s.seeds) & set(suite.all_seeds))
+    if both:
+        raise ConfigError(f"{suite.path}: tuning seed(s) {both} are among the suite's evaluation seeds "
+                          f"{list(suite.all_seeds)}: a tuned run at such a seed would repeat a trial, the best of "
+                          "N draws, an optimistic one; choose tune.seeds outside them (e.g. from 1000)")
     return s

@@ -1,11 +1,17 @@
 """Studies and trials: one Optuna study per (cell, recipe); a trial is a regular run.
 
-A trial samples the recipe's search space, applies it to the suite's run config for the cell
-(training seed `tune.seed`), tags the run {"study", "trial"} (hashed: every trial has its own run
-directory) and trains it with the engine. After each evaluation at a compute checkpoint the trial
-reports its objective so far; when the pruner says so the run stops and is recorded with status
-`pruned`. A diverged run scores 0 (the worst accuracy: tuning should avoid it); a run that fails
-(a crash) fails the trial.
+A trial samples the recipe's search space, applies it to the suite's run config for the cell and
+trains one run per tuning seed (`tune.seeds`, in order), each tagged {"study", "trial"} (hashed:
+every trial has its own run directories) and {"params"} (the sampled values, for the report's
+sensitivity curves). The trial's value is the mean of its runs' objectives: a setting is chosen
+over seeds, and over the warm starts those seeds map to in a cell with several. After each
+evaluation at a compute checkpoint the trial reports its objective so far (step = seed index ×
+evaluations + evaluation); when the pruner says so the run stops, is recorded with status
+`pruned`, and the trial's other seeds do not run. A diverged run scores 0 (the worst accuracy:
+tuning should avoid it); a run that fails (a crash) fails the trial.
+
+Grid (`tune.sampler = "grid"`): every combination of the space's choices once; the study is the
+same set of runs whichever worker takes which trial, so two workers choose what one does.
 
 Workers: `--workers K` starts K processes; each opens the same storage and runs its share of every
 study's remaining trials, so one `bench tune` runs exactly `trials` trials per study, none twice
@@ -20,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from algorithms.errors import InputError
+from algorithms.errors import ConfigError, InputError
 from bench import results
 from bench.config import RunConfig
 from bench.suite import Cell, Suite
@@ -35,10 +41,15 @@ class StudySpec:
     suite: str
     cell: str
     recipe: str
-    base: dict  # RunConfig.to_dict() of the trial config before sampling
+    bases: tuple[dict, ...]  # RunConfig.to_dict() of the trial config before sampling, one per tuning seed
     space: tuple[spaces.Param, ...]
     settings: TuneSettings
     n_evals: int  # evaluations after the start (pruning steps 1..n_evals)
+
+    @property
+    def base(self) -> dict:
+        """The first tuning seed's config (each seed has its own: the warm start follows the seed)."""
+        return self.bases[0]
 
 
 def study_name(suite: str, cell: str, recipe: str) -> str:
@@ -46,17 +57,47 @@ def study_name(suite: str, cell: str, recipe: str) -> str:
 
 
 def plan(suite: Suite, recipes: list[str], cells: list[Cell], settings: TuneSettings) -> list[StudySpec]:
-    """Build and validate every study's base config and search space (before anything runs)."""
+    """Build and validate every study's base config and search space (before anything runs). With
+    `tune.cell`, only that cell is tuned (its choice applies to every cell)."""
+    if settings.cell is not None:
+        cells = [c for c in cells if c.name == settings.cell]
+        if not cells:
+            raise InputError(f"{suite.path}: tune.cell = {settings.cell!r} is not among the cells selected to tune "
+                             "(drop --only cell=..., or select it)")
     out = []
     for cell in cells:
         for recipe in (r for r in recipes if r in suite.cell_recipes(cell)):  # a regime may run a subset
             cfg = suite.run_config(cell, recipe, settings.seed)
+            bases = (cfg.to_dict(),) + tuple(suite.run_config(cell, recipe, sd).to_dict() for sd in settings.seeds[1:])
             where = f"{suite.path}: search space of {recipe}"
             sp = spaces.space_for(suite.registered(recipe), settings.space.get(recipe), where)
             spaces.validate(sp, cfg, where)
+            if settings.sampler == "grid":
+                check_grid(sp, settings.trials, where)
             out.append(StudySpec(study_name(suite.name, cell.name, recipe), suite.name, cell.name, recipe,
-                                 cfg.to_dict(), sp, settings, len(cfg.eval.fractions) - 1))
+                                 bases, sp, settings, len(cfg.eval.fractions) - 1))
     return out
+
+
+def grid_size(space: tuple[spaces.Param, ...]) -> int:
+    n = 1
+    for p in space:
+        n *= len(p.choices)
+    return n
+
+
+def check_grid(space: tuple[spaces.Param, ...], trials: int, where: str) -> None:
+    """A grid takes choices only, and `trials` must be its size: every recipe runs its whole grid
+    (the same number of trials for each, so the grids of a matched suite have one size)."""
+    ranges = [p.path for p in space if p.kind != "categorical"]
+    if ranges:
+        raise ConfigError(f"{where}: tune.sampler = \"grid\" needs {{choices = [..]}} for every parameter; "
+                          f"{', '.join(ranges)} {'is a range' if len(ranges) == 1 else 'are ranges'} (give choices, "
+                          "or drop it with false)")
+    if grid_size(space) != trials:
+        raise ConfigError(f"{where}: the grid has {grid_size(space)} combinations ("
+                          f"{' × '.join(str(len(p.choices)) for p in space)}) but tune.trials = {trials}; a grid "
+                          "runs each combination once, so set trials to its size (the same for every recipe)")
 
 
 def make_pruner(spec: StudySpec):
@@ -75,6 +116,10 @@ def make_sampler(spec: StudySpec, worker: int = 0):
     storage, reproducible for one worker. `worker` no longer enters the seed."""
     from bench.tune.sampler import tpe
 
+    if spec.settings.sampler == "grid":
+        import optuna
+
+        return optuna.samplers.GridSampler({p.path: list(p.choices) for p in spec.space}, seed=spec.settings.sampler_seed)
     return tpe(spec.settings.startup_trials, spec.settings.sampler_seed)
 
 
@@ -85,7 +130,8 @@ def create(storage, spec: StudySpec):
     study = optuna.create_study(study_name=spec.name, storage=storage, direction="maximize", load_if_exists=True)
     cfg = RunConfig.from_dict(spec.base)
     attrs = {"suite": spec.suite, "cell": spec.cell, "recipe": spec.recipe, "objective": spec.settings.objective,
-             "budget": str(cfg.budget), "seed": spec.settings.seed, "base_config_id": cfg.config_id}
+             "budget": str(cfg.budget), "seeds": list(spec.settings.seeds), "sampler": spec.settings.sampler,
+             "base_config_id": cfg.config_id}
     old = study.user_attrs
     clash = {k: (old[k], v) for k, v in attrs.items() if k in old and old[k] != v}
     if clash:
@@ -113,8 +159,9 @@ def shares(remaining: int, workers: int) -> list[int]:
 class _Reporter:
     """The Trainer's on_eval callback: report the objective so far; stop the run when pruned."""
 
-    def __init__(self, trial, objective: str, pruner: str, accuracy: str = "eval/acc_greedy"):
+    def __init__(self, trial, objective: str, pruner: str, accuracy: str = "eval/acc_greedy", offset: int = 0):
         self.trial, self.objective, self.pruner, self.accuracy = trial, objective, pruner, accuracy
+        self.offset = offset  # the steps of the trial's earlier seeds: each seed reports on steps of its own
         self.rows: list[dict] = []
 
     def __call__(self, row: dict) -> None:
@@ -124,7 +171,7 @@ class _Reporter:
         if row["fraction"] == 0.0:  # the warm start: the same for every trial of the cell
             return
         step, value = len(self.rows) - 1, objective_value(self.rows, self.objective, self.accuracy)
-        self.trial.report(value, step)
+        self.trial.report(value, self.offset + step)
         if row["fraction"] < 1.0 and self.trial.should_prune():
             raise Stopped("pruned", f"pruned ({self.pruner}) at evaluation {step}, {row['fraction']:.0%} of the "
                                     f"budget: {self.objective} {value:.3f}")
@@ -142,37 +189,50 @@ def objective_value(rows: list[dict], objective: str, accuracy: str = "eval/acc_
 
 
 def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> float:
+    """Train the trial's sampled setting at every tuning seed; its value is the mean objective."""
     import optuna
-
-    from bench.engine.trainer import Trainer
-    from bench.harness.locks import remove_temp, run_lock
 
     out = out or sys.stdout
     params = spaces.sample(spec.space, trial)
-    cfg = RunConfig.from_dict(spec.base).with_values(params)
-    # no `suite` tag: a trial is not one of the suite's runs (leaderboards selecting by tag skip it)
-    tags = {"cell": spec.cell, "study": spec.name, "trial": trial.number}
-    cfg = cfg.replace(tags=tags, threads=threads)
-    trial.set_user_attr("run_id", cfg.run_id)
-    rep = _Reporter(trial, spec.settings.objective, spec.settings.pruner, spec.settings.accuracy)
+    shown = ", ".join(f"{p.rsplit('.', 1)[-1]}={v:.3g}" if isinstance(v, float) else f"{p.rsplit('.', 1)[-1]}={v}"
+                      for p, v in params.items())
+    values, ids = [], []
+    for i, seed in enumerate(spec.settings.seeds):
+        cfg = RunConfig.from_dict(spec.bases[i]).with_values(params)
+        # no `suite` tag: a trial is not one of the suite's runs (leaderboards selecting by tag skip it)
+        cfg = cfg.replace(tags={"cell": spec.cell, "study": spec.name, "trial": trial.number, "params": params},
+                          threads=threads)
+        ids.append(cfg.run_id)
+        trial.set_user_attr("run_ids", ids)
+        trial.set_user_attr("run_id", ids[0])
+        rep = _Reporter(trial, spec.settings.objective, spec.settings.pruner, spec.settings.accuracy,
+                        offset=i * spec.n_evals)
+        status, reason, wall = _train(cfg, trial.number, rep, root)
+        trial.set_user_attr("status", status)
+        head = f"{spec.name} trial {trial.number:>3} seed {seed}:"
+        if status == "pruned":
+            print(f"{head} pruned    {wall:6.1f}s  {shown}  ({reason})", file=out, flush=True)
+            raise optuna.TrialPruned(reason)
+        values.append(0.0 if status == "diverged" else objective_value(rep.rows, spec.settings.objective,
+                                                                       spec.settings.accuracy))
+        print(f"{head} {status:<9} {wall:6.1f}s  {spec.settings.objective} {values[-1]:.3f}  {shown}"
+              + (f"  ({reason}; a diverged run scores 0)" if status == "diverged" else ""), file=out, flush=True)
+    trial.set_user_attr("values", values)
+    return sum(values) / len(values)
+
+
+def _train(cfg: RunConfig, number: int, rep: _Reporter, root: Path) -> tuple[str, str, float]:
+    """Train one run of a trial: (status, reason, wall seconds)."""
+    from bench.engine.trainer import Trainer
+    from bench.harness.locks import remove_temp, run_lock
+
     t0 = time.perf_counter()
     with run_lock(root, cfg.run_id, wait=True):  # a trial's run id is its own; the lock guards a stale temp dir
         if results.is_finished(root, cfg.run_id):
-            raise RuntimeError(f"run {cfg.run_id} of trial {trial.number} already has a record")
+            raise RuntimeError(f"run {cfg.run_id} of trial {number} already has a record")
         remove_temp(root, cfg.run_id)
         res = Trainer(cfg, root=root, on_eval=rep).run()
-    wall = time.perf_counter() - t0
-    trial.set_user_attr("status", res.status)
-    shown = ", ".join(f"{p.rsplit('.', 1)[-1]}={v:.3g}" if isinstance(v, float) else f"{p.rsplit('.', 1)[-1]}={v}"
-                      for p, v in params.items())
-    if res.status == "pruned":
-        print(f"{spec.name} trial {trial.number:>3}: pruned    {wall:6.1f}s  {shown}  ({res.reason})", file=out, flush=True)
-        raise optuna.TrialPruned(res.reason)
-    value = 0.0 if res.status == "diverged" else objective_value(rep.rows, spec.settings.objective,
-                                                                 spec.settings.accuracy)
-    print(f"{spec.name} trial {trial.number:>3}: {res.status:<9} {wall:6.1f}s  {spec.settings.objective} {value:.3f}  "
-          f"{shown}" + (f"  ({res.reason}; a diverged run scores 0)" if res.status == "diverged" else ""), file=out, flush=True)
-    return value
+    return res.status, res.reason, time.perf_counter() - t0
 
 
 def work(storage_url: str, specs: list[StudySpec], counts: list[int], root: str, threads: int, worker: int) -> int:
@@ -245,6 +305,11 @@ def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, thre
     pool.shutdown()
 
 
+def _order(params: dict) -> tuple:
+    """Smaller settings rank higher on ties: the negated values, in the space's path order."""
+    return tuple((0, -v) if isinstance(v, (int, float)) else (1, str(v)) for _, v in sorted(params.items()))
+
+
 def best(storage_url: str, spec: StudySpec) -> dict | None:
     """The best completed trial of a study: {"trial", "value", "params", "run_id", "counts"}; None if none."""
     import optuna
@@ -258,6 +323,8 @@ def best(storage_url: str, spec: StudySpec) -> dict | None:
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     if not done:
         return None
-    b = max(done, key=lambda t: (t.value, -t.number))
+    # ties go to the first setting in a fixed order of the parameters (not to the trial number, which
+    # depends on which worker asked first): two workers choose what one does
+    b = max(done, key=lambda t: (t.value, _order(t.params)))
     return {"trial": b.number, "value": b.value, "params": dict(b.params), "run_id": b.user_attrs.get("run_id"),
-            "counts": counts}
+            "run_ids": b.user_attrs.get("run_ids", [b.user_attrs.get("run_id")]), "counts": counts}

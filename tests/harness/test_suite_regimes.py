@@ -138,7 +138,8 @@ def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
 
 @pytest.mark.parametrize("extra, key, needle", [
     ("[regimes.lag2]\nlagg = 2\n", "regimes.lag2.lagg",
-     "valid: name, lag, epochs, minibatches, lr, precision, recipes, cells, seeds, budget, warmstarts (did you mean 'lag'?)"),
+     "valid: name, lag, epochs, minibatches, lr, grad_clip, precision, recipes, cells, seeds, budget, warmstarts (did you "
+     "mean 'lag'?)"),
     ("[regimes.lag2]\nlag = -1\n", "regimes.lag2.lag", "got -1; expected an integer >= 0"),
     ("[regimes.mb]\nminibatches = 0\n", "regimes.mb.minibatches", "got 0; expected an integer >= 1"),
     ("[regimes.x]\nlag = 1.5\n", "regimes.x.lag", "got 1.5; expected an integer >= 0"),
@@ -157,6 +158,9 @@ def test_without_regimes_cells_and_run_ids_are_unchanged(tmp_path):
      "overrides.dapo.recipe.updates", "set by the suite's [regimes] for every recipe alike"),
     ("[regimes.fast]\nlr = 1e-3\n[overrides.dapo]\n\"train.lr\" = 4e-4\n", "overrides.dapo.train.lr",
      "set by the suite's [regimes] (a regime gives lr)"),
+    ("[regimes.noclip]\ngrad_clip = 0\n[overrides.dapo]\n\"train.grad_clip\" = 2.0\n", "overrides.dapo.train.grad_clip",
+     "set by the suite's [regimes] (a regime gives grad_clip)"),
+    ("[regimes.noclip]\ngrad_clip = -1\n", "regimes.noclip.grad_clip", "got -1"),
 ])
 def test_bad_regimes_fail_with_file_key_and_choices(tmp_path, extra, key, needle):
     with pytest.raises(ValueError) as e:

@@ -55,6 +55,59 @@ def test_two_workers_share_six_trials_exactly(tiny, tmp_path, capsys):
     assert len(run_records(root)) == 6
 
 
+GRID = """
+[tune.space.rloo]
+"train.lr" = {choices = [1e-5, 1e-3, 3e-3]}
+"train.group_size" = false
+"recipe.updates.minibatches" = false
+"recipe.kl.coef" = false
+"""
+
+
+def test_a_grid_over_two_tuning_seeds_chooses_alike_with_one_worker_or_two(tmp_path, bench_cache, capsys):
+    """Acceptance 3 of issue 23: every trial trains once per tuning seed and scores their mean; a grid
+    study is the same runs whoever takes which trial, so two workers write the tuned file one does."""
+    text = write_tiny(tmp_path / "t.toml").read_text().replace("trials = 3", 'trials = 3\nseeds = [1000, 1001]\n'
+                                                                'sampler = "grid"\npruner = "none"')
+    (tmp_path / "grid.toml").write_text(text.split("[tune.space.rloo]")[0] + GRID)
+    chosen = {}
+    for workers in (1, 2):
+        root = tmp_path / f"results{workers}"
+        assert main(["tune", str(tmp_path / "grid.toml"), "--recipe", "rloo", "--workers", str(workers), "--threads",
+                     "1", "--results", str(root)]) == 0
+        runs = run_records(root)
+        assert len(runs) == 6  # 3 settings × 2 seeds
+        assert sorted((r["config"]["train"]["lr"], r["config"]["seed"]) for r in runs) == [
+            (lr, sd) for lr in (1e-5, 1e-3, 3e-3) for sd in (1000, 1001)]
+        assert all(r["config"]["tags"]["params"] == {"train.lr": r["config"]["train"]["lr"]} for r in runs)
+        t = bench.tune.trial_runs(tmp_path / "grid.toml", root)
+        assert t.height == 6 and t["seed"].to_list().count(1000) == 3 and t["objective"].is_not_null().all()
+        per = bench.tune.costs.per_trial(t, 2).sort("params")
+        chosen[workers] = ((tmp_path / f"results{workers}" / "tuned" / "grid.toml").read_text().split("\n\n", 1)[1],
+                           per.select("params", "value").rows())
+        trial = per.sort(["value", "trial"], descending=[True, False]).row(0, named=True)
+        storage = open_storage(default_url(root, "grid"))
+        study_ = optuna.load_study(study_name="grid/addition/nano/rloo", storage=storage)
+        assert study_.best_value == pytest.approx(trial["value"])  # the trial's value is the mean of its seeds'
+    assert chosen[1] == chosen[2]
+    capsys.readouterr()
+
+
+def test_tune_cell_tunes_one_cell_and_applies_it_to_every_cell(tmp_path, bench_cache, capsys):
+    text = write_tiny(tmp_path / "t.toml").read_text().replace("trials = 3", 'trials = 1\ncell = "addition/nano/b"')
+    text = text.replace("[tune]", "[regimes.a]\n[regimes.b]\nminibatches = 2\n\n[tune]")
+    (tmp_path / "two.toml").write_text(text)
+    root = tmp_path / "results"
+    assert main(["tune", str(tmp_path / "two.toml"), "--recipe", "grpo", "--workers", "1", "--threads", "1",
+                 "--results", str(root)]) == 0
+    assert {r["config"]["tags"]["cell"] for r in run_records(root)} == {"addition/nano/b"}
+    tuned_text = (root / "tuned" / "two.toml").read_text()
+    assert "[overrides.grpo]" in tuned_text and "addition/nano/b" in tuned_text  # the note names the study
+    s = tuned.apply(suites.load(tmp_path / "two.toml"), root / "tuned" / "two.toml")
+    assert set(s.cell_overrides) == {("addition/nano/a", "grpo"), ("addition/nano/b", "grpo")}
+    capsys.readouterr()
+
+
 def test_pruning_stops_a_far_too_high_learning_rate(tmp_path, bench_cache):
     path = write_tiny(tmp_path / "tiny.toml", steps=4, n_examples=32).read_text()
     (tmp_path / "prune.toml").write_text(path + '[tune.space.topr.train]\nlr = {low = 1e-7, high = 10.0, log = true}\n')

@@ -95,7 +95,13 @@ def test_bad_paths_name_the_valid_fields(tmp_path, extra, msg):
 @pytest.mark.parametrize("tune, msg", [
     ('objective = "best"', "unknown objective 'best'"),
     ('pruner = "medain"', "did you mean 'median'"),
-    ("seed = 0", "one of the suite's seeds"),
+    ("seed = 0", "tuning seed\\(s\\) \\[0\\] are among the suite's evaluation seeds \\[0, 1\\]"),
+    ("seeds = [1000, 1, 0]", "tuning seed\\(s\\) \\[0, 1\\] are among the suite's evaluation seeds"),
+    ("seeds = []", "tune.seeds must be a non-empty list of distinct ints"),
+    ("seeds = [1000, 1000]", "tune.seeds must be a non-empty list of distinct ints"),
+    ("seeds = [1000]\nseed = 1001", "tune.seed and tune.seeds both given"),
+    ('sampler = "grd"', "unknown sampler 'grd'.*did you mean 'grid'"),
+    ('cell = "gcd/nano"', "tune.cell: unknown cell 'gcd/nano'.*addition/nano"),
     ("trails = 3", "unknown \\[tune\\] key 'trails'.*did you mean 'trials'"),
 ])
 def test_bad_tune_settings(tmp_path, tune, msg):
@@ -103,6 +109,49 @@ def test_bad_tune_settings(tmp_path, tune, msg):
     p.write_text(TINY.format(steps=4, n_examples=16).replace("trials = 3", tune))
     with pytest.raises(ValueError, match=msg):
         tune_settings.from_suite(suites.load(p))
+
+
+def test_tuning_seeds_and_grid_settings(tmp_path):
+    p = tmp_path / "t.toml"
+    p.write_text(TINY.format(steps=4, n_examples=16).replace("trials = 3", "trials = 3\nseeds = [1000, 1001]"))
+    s = suites.load(p)
+    t = tune_settings.from_suite(s)
+    assert t.seeds == (1000, 1001) and t.seed == 1000 and t.sampler == "tpe" and t.cell is None
+    specs = study.plan(s, ["grpo"], list(s.cells), t)
+    assert [b["seed"] for b in specs[0].bases] == [1000, 1001]
+    p.write_text(TINY.format(steps=4, n_examples=16).replace("trials = 3", "seed = 7"))
+    assert tune_settings.from_suite(suites.load(p)).seeds == (7,)  # the one-seed shorthand
+
+
+GRID = """
+[tune.space.rloo]
+"train.lr" = {choices = [1e-4, 3e-4, 1e-3]}
+"train.group_size" = false
+"recipe.updates.minibatches" = false
+"recipe.kl.coef" = false
+"""
+
+
+@pytest.mark.parametrize("trials, extra, msg", [
+    (3, "", None),
+    (4, "", "the grid has 3 combinations \\(3\\) but tune.trials = 4"),
+    (3, '"recipe.kl.coef" = {low = 0.0, high = 0.1}\n', "recipe.kl.coef is a range"),
+])
+def test_grid_needs_choices_and_its_size_in_trials(tmp_path, trials, extra, msg):
+    p = tmp_path / "t.toml"
+    text = TINY.format(steps=4, n_examples=16).replace("trials = 3", f'trials = {trials}\nsampler = "grid"')
+    p.write_text(text.split("[tune.space.rloo]")[0] + GRID.replace('"recipe.kl.coef" = false\n', extra or
+                                                                    '"recipe.kl.coef" = false\n'))
+    s = suites.load(p)
+    t = tune_settings.from_suite(s)
+    if msg is None:
+        (spec,) = study.plan(s, ["rloo"], list(s.cells), t)
+        assert study.grid_size(spec.space) == 3
+        sampler = study.make_sampler(spec)
+        assert type(sampler).__name__ == "GridSampler"
+    else:
+        with pytest.raises(ValueError, match=msg):
+            study.plan(s, ["rloo"], list(s.cells), t)
 
 
 def test_objective_values():
