@@ -78,7 +78,7 @@ def defaults(recipe: str) -> dict[str, dict]:
 def space_for(recipe: str, table: dict | None = None, where: str = "search space") -> tuple[Param, ...]:
     """The recipe's default space with a suite's [tune.space.RECIPE] table applied (false drops a key)."""
     merged = defaults(recipe)
-    for path, spec in _flatten(table or {}).items():
+    for path, spec in flatten(table or {}).items():
         if spec is False:
             merged.pop(path, None)
         else:
@@ -94,12 +94,12 @@ def space_for(recipe: str, table: dict | None = None, where: str = "search space
     return tuple(out)
 
 
-def _flatten(table: dict, prefix: str = "") -> dict:
+def flatten(table: dict, prefix: str = "") -> dict:
     """{"train": {"lr": {low, high}}} (a TOML sub-table) -> {"train.lr": {low, high}}."""
     out = {}
     for k, v in table.items():
         if isinstance(v, dict) and v and not set(v) <= SPEC_KEYS:
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = v
     return out

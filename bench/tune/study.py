@@ -72,10 +72,39 @@ def plan(suite: Suite, recipes: list[str], cells: list[Cell], settings: TuneSett
             where = f"{suite.path}: search space of {recipe}"
             sp = spaces.space_for(suite.registered(recipe), settings.space.get(recipe), where)
             spaces.validate(sp, cfg, where)
+            sp = _free(sp, cell, set(spaces.flatten(settings.space.get(recipe) or {})), recipe, where)
             if settings.sampler == "grid":
                 check_grid(sp, settings.trials, where)
             out.append(StudySpec(study_name(suite.name, cell.name, recipe), suite.name, cell.name, recipe,
                                  bases, sp, settings, len(cfg.eval.fractions) - 1))
+    return out
+
+
+def _free(space: tuple[spaces.Param, ...], cell: Cell, explicit: set[str], recipe: str, where: str) -> tuple:
+    """The space without the paths the cell's regime sets on every run (applied last, a tuned value
+    there would train every trial alike): a default range is dropped, one the suite names refused."""
+    fixed = _regime_paths(cell)
+    clash = [q.path for q in space if q.path in fixed and q.path in explicit]
+    if clash:
+        raise ConfigError(f"{where}: {', '.join(clash)} {'is' if len(clash) == 1 else 'are'} set by the regime of "
+                          f"cell {cell.name} for every recipe (applied last), so tuning it would train every trial "
+                          f"alike; drop it from the space ([tune.space.{recipe}] \"{clash[0]}\" = false)")
+    out = tuple(q for q in space if q.path not in fixed)
+    if not out:
+        raise ConfigError(f"{where}: every parameter of the search space is set by the regime of cell {cell.name}")
+    return out
+
+
+def _regime_paths(cell: Cell) -> set[str]:
+    """The dotted paths a cell's regime sets on every run (Regime.patch): a trial cannot change them."""
+    out, stack = set(), [("", cell.regime.patch() if cell.regime else {})]
+    while stack:
+        prefix, table = stack.pop()
+        for k, v in table.items():
+            if isinstance(v, dict):
+                stack.append((f"{prefix}{k}.", v))
+            else:
+                out.add(f"{prefix}{k}")
     return out
 
 

@@ -154,6 +154,23 @@ def test_grid_needs_choices_and_its_size_in_trials(tmp_path, trials, extra, msg)
             study.plan(s, ["rloo"], list(s.cells), t)
 
 
+def test_a_path_the_regime_sets_cannot_be_tuned(tmp_path):
+    """A regime's patch is applied last, so a tuned recipe.updates.* (or a regime's lr) would train
+    every trial alike: a default range there is dropped, one the suite names is refused."""
+    p = tmp_path / "t.toml"
+    text = TINY.format(steps=4, n_examples=16).replace("[tune]", "[regimes.mb2]\nminibatches = 2\n\n[tune]")
+    p.write_text(text.replace('"recipe.updates.minibatches" = false\n', '"recipe.updates.minibatches" = '
+                              '{choices = [1, 2]}\n', 1))  # grpo names it
+    s = suites.load(p)
+    with pytest.raises(ValueError, match=r"recipe.updates.minibatches is set by the regime of cell addition/nano/mb2.*"
+                                         r"\[tune.space.grpo\] \"recipe.updates.minibatches\" = false"):
+        study.plan(s, ["grpo"], list(s.cells), tune_settings.from_suite(s))
+    p.write_text(text.replace('"recipe.updates.minibatches" = false\n', ""))  # the defaults' range: dropped
+    s = suites.load(p)
+    for spec in study.plan(s, ["grpo", "rloo", "topr"], list(s.cells), tune_settings.from_suite(s)):
+        assert "recipe.updates.minibatches" not in [q.path for q in spec.space]
+
+
 def test_objective_values():
     rows = [{"fraction": 0.0, "eval/acc_greedy": 0.2}, {"fraction": 0.5, "eval/acc_greedy": 0.4},
             {"fraction": 1.0, "eval/acc_greedy": 0.6}]
