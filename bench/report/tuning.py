@@ -27,7 +27,7 @@ import polars as pl
 from bench.config import Regime
 from bench.suite import Cell, Suite
 from bench.tune import costs
-from bench.tune.study import _order as tie_order  # bench tune's ties (study.best): smaller settings first
+from bench.tune.study import tie_order  # bench tune's ties (study.best): smaller settings first
 
 LR = "train.lr"  # the parameter the sensitivity curves and the robustness width are drawn against
 # a margin when the tuning objective is not the report's primary metric (whose [report] margin is

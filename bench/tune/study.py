@@ -97,15 +97,7 @@ def _free(space: tuple[spaces.Param, ...], cell: Cell, explicit: set[str], recip
 
 def _regime_paths(cell: Cell) -> set[str]:
     """The dotted paths a cell's regime sets on every run (Regime.patch): a trial cannot change them."""
-    out, stack = set(), [("", cell.regime.patch() if cell.regime else {})]
-    while stack:
-        prefix, table = stack.pop()
-        for k, v in table.items():
-            if isinstance(v, dict):
-                stack.append((f"{prefix}{k}.", v))
-            else:
-                out.add(f"{prefix}{k}")
-    return out
+    return set(spaces.flatten(cell.regime.patch())) if cell.regime else set()
 
 
 def grid_size(space: tuple[spaces.Param, ...]) -> int:
@@ -334,7 +326,7 @@ def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, thre
     pool.shutdown()
 
 
-def _order(params: dict) -> tuple:
+def tie_order(params: dict) -> tuple:
     """Smaller settings rank higher on ties: the negated values, in the space's path order."""
     return tuple((0, -v) if isinstance(v, (int, float)) else (1, str(v)) for _, v in sorted(params.items()))
 
@@ -354,6 +346,6 @@ def best(storage_url: str, spec: StudySpec) -> dict | None:
         return None
     # ties go to the first setting in a fixed order of the parameters (not to the trial number, which
     # depends on which worker asked first): two workers choose what one does
-    b = max(done, key=lambda t: (t.value, _order(t.params)))
+    b = max(done, key=lambda t: (t.value, tie_order(t.params)))
     return {"trial": b.number, "value": b.value, "params": dict(b.params), "run_id": b.user_attrs.get("run_id"),
             "run_ids": b.user_attrs.get("run_ids", [b.user_attrs.get("run_id")]), "counts": counts}
