@@ -16,7 +16,7 @@ EXTRAS ?= test,ray
 CONSTRAINTS ?= constraints.txt
 SUITE ?= math-small
 
-.PHONY: setup suite test lint test-slow reproduce publish clean bench-speed setup-vllm test-vllm bench-vllm
+.PHONY: setup suite test lint test-slow test-e2e reproduce publish clean bench-speed setup-vllm test-vllm bench-vllm
 
 setup: $(VENV)/.installed
 
@@ -39,6 +39,9 @@ lint: setup  # ruff, configured in pyproject.toml ([tool.ruff]); `ruff check --f
 
 test-slow: setup  # tests marked @pytest.mark.slow (the published report regenerates byte-identically)
 	$(PY) -m pytest -q -m slow || test $$? -eq 5
+
+test-e2e: setup  # tests marked @pytest.mark.e2e: whole suites in subprocesses (Ray, SIGKILL, concurrent suites, publish and reproduce, tuning workers); ~8 min on 2 cores; CI runs them after `make test`
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m e2e
 
 # Before publishing, and on a fresh clone: rerun a sample of every published report's runs from
 # scratch (warm starts trained anew in one private cache, deleted after) and compare their step and

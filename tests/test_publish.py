@@ -48,6 +48,7 @@ def smoke_results(bench_cache, tmp_path_factory):
     return root
 
 
+@pytest.mark.e2e  # `make test-e2e`: trains the smoke suite (and reruns it from scratch)
 def test_publish_refuses_dirty_unhashed_missing_and_mixed_runs(smoke_results, tmp_path):
     root = tmp_path / "results"
     shutil.copytree(smoke_results, root)
@@ -99,6 +100,7 @@ def published(smoke_results, tmp_path_factory):
     return reports, out
 
 
+@pytest.mark.e2e  # `make test-e2e`: trains the smoke suite (and reruns it from scratch)
 def test_publish_copies_the_runs_and_writes_the_report_from_them(published, smoke_results):
     reports, out = published
     assert out == reports / "smoke"
@@ -150,6 +152,7 @@ def test_compare_tables_names_every_differing_column_and_ignores_timing():
     assert "3 rows committed, 2 in the rerun" in publish.compare_tables("evals.parquet", old, old[:2])[0]
 
 
+@pytest.mark.e2e  # `make test-e2e`: trains the smoke suite (and reruns it from scratch)
 def test_reproduce_reruns_from_scratch_and_names_what_differs(published, tmp_path):
     reports, out = published
     cache = tmp_path / "cache"

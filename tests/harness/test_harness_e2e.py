@@ -26,6 +26,8 @@ from bench.harness.locks import run_lock
 from bench.harness.plan import print_plan
 from bench.harness.runner import execution_order, make_plan
 
+pytestmark = pytest.mark.e2e  # `make test-e2e` (~7 min on 2 cores): each test trains the smoke suite in subprocesses
+
 SMOKE = suites.load("smoke")
 N_RUNS = len(SMOKE.expand())
 COMMON = ["--workers", "2", "--threads", "1"]

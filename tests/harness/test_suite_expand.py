@@ -114,7 +114,7 @@ def test_plan_divides_cores(suite, monkeypatch):
 TWELVE = algorithms.names("family_2025")
 
 
-@pytest.mark.parametrize("name, n_runs, n_cells", [("smoke", None, 1), ("math-small", 44, 2), ("addition-format", 180, 2),
+@pytest.mark.parametrize("name, n_runs, n_cells", [("smoke", None, 1), ("math-small", 68, 3), ("addition-format", 180, 2),
                                                    ("reasoning", 276, 5), ("math-medium", 216, 6),
                                                    ("math-scales", 36, 3), ("claims", 290, 5)])
 def test_shipped_suites_load(name, n_runs, n_cells):
@@ -126,8 +126,11 @@ def test_shipped_suites_load(name, n_runs, n_cells):
     if name in ("addition-format", "reasoning", "math-medium"):  # the twelve (the 2026 family has its own suite)
         assert sorted(s.recipes) == sorted(TWELVE) and set(TWELVE) <= set(algorithms.names())
         assert len(s.seeds) == {"addition-format": 10, "reasoning": 5}.get(name, 3)
-    if name == "math-small":  # the default: reasoning's addition and gcd cells for four recipes, the same runs
+    if name == "math-small":  # the default: reasoning's addition and gcd cells for four recipes (at default
+        # settings the same runs), and the same gcd cell with the gradient-norm clip off
         reasoning = {c.run_id for c in suites.load("reasoning").expand()}
-        assert set(s.recipes) < set(TWELVE) and {c.run_id for c in cfgs} <= reasoning
+        defaults = suites.load(name, tuned=False).expand()
+        assert set(s.recipes) < set(TWELVE) and {c.run_id for c in defaults if c.tags["regime"] != "noclip"} <= reasoning
+        assert {c.train.grad_clip for c in defaults if c.tags["regime"] == "noclip"} == {0}
         assert s.report.accuracy == "eval/acc_formatted" and s.warmstart.calibrated
     assert name in suites.names()

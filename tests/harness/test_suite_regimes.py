@@ -169,6 +169,7 @@ def test_bad_regimes_fail_with_file_key_and_choices(tmp_path, extra, key, needle
     assert msg.startswith(str(tmp_path / "s.toml")) and f": {key}:" in msg and needle in msg, msg
 
 
+@pytest.mark.e2e  # `make test-e2e`: six runs in a subprocess
 def test_offpolicy_smoke_suite_end_to_end(bench_cache, tmp_path):
     """Six runs (grpo, ppo × three regimes): each records its regime; ρ is exactly 1 on-policy and
     moves under 4 mini-batches and at lag 2 (from step 3, when the sampler is two versions behind)."""

@@ -11,6 +11,8 @@ from bench import publish, suite as suites
 from bench.cli import main
 from tune_helpers import write_tiny
 
+pytestmark = pytest.mark.e2e  # `make test-e2e`: three publishes of trained runs
+
 GRID = """
 [tune.space.grpo]
 "train.lr" = {choices = [1e-4, 1e-3]}

@@ -23,6 +23,7 @@ def run_records(root: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((root / "runs").glob("*/run.json"))]
 
 
+@pytest.mark.e2e  # `make test-e2e`: tuning workers in subprocesses, many runs
 def test_two_workers_share_six_trials_exactly(tiny, tmp_path, capsys):
     root = tmp_path / "results"
     args = ["tune", str(tiny), "--recipe", "grpo", "--trials", "6", "--workers", "2", "--threads", "1",
@@ -64,6 +65,7 @@ GRID = """
 """
 
 
+@pytest.mark.e2e  # `make test-e2e`: tuning workers in subprocesses, many runs
 def test_a_grid_over_two_tuning_seeds_chooses_alike_with_one_worker_or_two(tmp_path, bench_cache, capsys):
     """Acceptance 3 of issue 23: every trial trains once per tuning seed and scores their mean; a grid
     study is the same runs whoever takes which trial, so two workers write the tuned file one does."""
@@ -195,6 +197,7 @@ def test_recipe_or_all_required(tiny, capsys):
     assert "unknown recipe 'dapo'" in capsys.readouterr().err
 
 
+@pytest.mark.e2e  # `make test-e2e`: tuning workers in subprocesses, many runs
 def test_the_report_states_tuning_cost_and_tuned_against_default(tiny, tmp_path, capsys):
     from bench import report
 
