@@ -68,12 +68,12 @@ TUNED_MOVES = {"grpo": 0.60, "dapo": 0.58, "rloo": 0.52}  # grpo and dapo trade 
 TUNED_HOLDS = {"grpo": 0.60, "dapo": 0.62, "rloo": 0.52}
 
 
-def write(root, cfg, meta, final: float, status: str = "finished", steps_done: int = STEPS):
-    """One record: 20 steps (pre-clip gradient norm 2.0: a clip of 1.0 binds on every step) and
+def write(root, cfg, meta, final: float, status: str = "finished", steps_done: int = STEPS, norm: float = 2.0):
+    """One record: 20 steps (pre-clip gradient norm `norm`, 2.0: a clip of 1.0 binds on every step) and
     evaluations at 0, 0.5 and 1 of the budget rising linearly from START to `final`."""
     steps = [{"step": i, "compute/flops": BUDGET * i / STEPS, "compute/gen_tokens": 100.0 * i, "kl/k1": 0.01,
               "kl/k3": 0.005, "policy/entropy": 0.5, "len/mean": 12.0, "policy/clip_frac_low": 0.0,
-              "policy/clip_frac_high": 0.0, "grad/norm": 2.0} for i in range(1, steps_done + 1)]
+              "policy/clip_frac_high": 0.0, "grad/norm": norm} for i in range(1, steps_done + 1)]
     evals = [{"step": round(f * STEPS), "fraction": f, "compute/flops": BUDGET * f,
               "eval/acc_greedy": START + (final - START) * f, "eval/len_mean": 12.0, "eval/len_correct": 10.0,
               "eval/len_incorrect": 14.0, "eval/n": 100.0} for f in (0.0, 0.5, 1.0) if round(f * STEPS) <= steps_done]
@@ -384,3 +384,15 @@ def test_clipping_off_checks_the_ranking_against_the_clipped_twin(tmp_path, fake
     assert any(t.endswith("optimiser in effect; whether a ranking holds with clipping off is not tested here.")
                for t in said)
     assert not any(t.startswith("Clipping off") for t in said)
+
+
+def test_a_cell_with_the_clip_off_is_not_counted_as_binding(tmp_path, fake_runs):
+    """A clip-off cell has no binding share (NaN, which polars sorts above every number): where the
+    clip binds on no step of the clipped cell, the Clipping section says so, not 'most steps'."""
+    s = clip_suite(tmp_path, "clipoff", "[regimes.clip]\n[regimes.noclip]\ngrad_clip = 0")
+    root = tmp_path / "results"
+    for cfg in s.expand():
+        write(root, cfg, fake_runs.meta, noisy(CLIP_FINALS["clip"][cfg.recipe.name], cfg.recipe.name, cfg.seed), norm=0.5)
+    said = texts(S.clipping(context(s, root)))
+    assert any(t.endswith("It binds on at most half the steps of every recipe.") for t in said), said
+    assert not any("binds on most steps" in t for t in said)
