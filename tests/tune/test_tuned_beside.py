@@ -45,5 +45,15 @@ def test_a_bad_committed_tuned_file_names_itself(suite_dir):
         suites.load(suite_dir / "mine.toml")
 
 
-def test_no_shipped_suite_has_tuned_settings_yet():
-    assert not suites.tuned_beside(suites.resolve("math-small")).parent.exists()
+def test_math_small_ships_its_tuned_lrs_and_defaults_ignore_them():
+    """suites/tuned/math-small.toml (issue 23) is applied on load; --defaults (tuned=False) runs at the
+    suite's own lr. Only the recipes whose tuned lr differs from 1e-4 get new run ids."""
+    path = suites.tuned_beside(suites.resolve("math-small"))
+    assert path.is_file()
+    tuned, default = suites.load("math-small"), suites.load("math-small", tuned=False)
+    assert tuned.tuned_from == path and default.tuned_from is None
+    lrs = {c.recipe.name: c.train.lr for c in tuned.expand()}
+    assert lrs == {"grpo": 1e-4, "dr_grpo": 2e-4, "dapo": 4e-4, "gspo": 1e-4}
+    assert {c.train.lr for c in default.expand()} == {1e-4}
+    same = {c.recipe.name for c, d in zip(tuned.expand(), default.expand()) if c.run_id == d.run_id}
+    assert same == {"grpo", "gspo"}
