@@ -354,8 +354,9 @@ class Claim(Section):
 
     The contrast is a − b on `metric`, paired by seed: `a` and `b` are recipes of the suite, each
     optionally `recipe@cell` (default: `cell`). metric: auc | final | plateau (held-out accuracy, as
-    the leaderboard computes them) or steps:COLUMN (the run's mean of a steps.parquet column over its
-    steps, e.g. steps:policy/entropy). expect: greater (a > b), less (a < b) or equivalent (|a − b| <
+    the leaderboard computes them), auc_to:FLOPS, steps:COLUMN (the run's mean of a steps.parquet
+    column over its steps, e.g. steps:policy/entropy) or slope:COLUMN (that column's least-squares
+    slope over the run's budget: a claim about growth). expect: greater (a > b), less (a < b) or equivalent (|a − b| <
     margin). The verdict: reproduced, contradicted or undecided at this power (bench/report/tables.py).
     kind = "sanity": a contrast that holds by construction (a check that the code is right, not a
     finding): reported apart (sanity.csv), must pass, not counted and not in the claims' Holm family.
@@ -372,6 +373,10 @@ class Claim(Section):
     expect: Literal["greater", "less", "equivalent"]
     margin: float | None = Field(None, gt=0)  # None: the report's margin for accuracy metrics
     kind: Literal["claim", "sanity"] = "claim"
+    # the mechanism an outcome claim works through (steps:COLUMN or slope:COLUMN), reported beside it;
+    # a claim on a steps:/slope: metric is its own mechanism, and every claim reports the outcome (the
+    # report's primary) too
+    mechanism: str | None = None
 
     def arm(self, which: str) -> tuple[str, str]:
         """(recipe, cell) of arm 'a' or 'b'."""

@@ -39,9 +39,12 @@
                                       # eval/acc_formatted, eval/avg_k, eval/pass_k, eval/acc_ood)
     [claims.NAME]                     # optional: a literature claim as a paired contrast (report: Claims)
     paper = "Yu et al. 2025, DAPO"    # a = recipe or recipe@cell, b likewise; metric auc | final |
-    claim = "clip-higher keeps entropy up"   # plateau | auc_to:FLOPS | steps:COLUMN; expect greater |
-                                             # less | equivalent. auc_to:1e11: mean accuracy over the
-                                             # first 1e11 FLOPs, for arms whose cells' budgets differ
+    claim = "clip-higher keeps entropy up"   # plateau | auc_to:FLOPS | steps:COLUMN | slope:COLUMN;
+                                             # expect greater | less | equivalent. auc_to:1e11: mean
+                                             # accuracy over the first 1e11 FLOPs, for arms whose cells'
+                                             # budgets differ; slope: a column's slope over the run
+                                             # (growth); mechanism = "steps:COLUMN" beside an accuracy
+                                             # claim
     cell = "addition/nano/stale"
     a = "dapo"
     b = "grpo"
@@ -471,14 +474,18 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
                     raise err(f"claims.{name}.metric", f"{metric}: arm {which}'s cell {c.arm(which)[1]} has budget "
                               f"{budget}; auc_to needs FLOPs budgets of at least {x:g} in both arms")
         elif metric not in ACCURACY_METRICS:
-            col = metric.removeprefix("steps:")
-            if not metric.startswith("steps:") or col not in step_schema():
+            if (why := _step_metric_error(metric)) is not None:
                 raise err(f"claims.{name}.metric", f"got {metric!r}; expected {', '.join(ACCURACY_METRICS)}, "
-                          "auc_to:FLOPS or steps:COLUMN with COLUMN a steps.parquet column"
-                          + (f" ({unknown('column', col, list(step_schema()))})" if metric.startswith("steps:") else ""))
+                          f"auc_to:FLOPS, {why}")
             if c.expect == "equivalent" and c.margin is None:
-                raise err(f"claims.{name}.margin", "an equivalence claim on a steps: metric needs its own margin "
-                          "(in that metric's units)")
+                raise err(f"claims.{name}.margin", f"an equivalence claim on a {metric.split(':')[0]}: metric needs "
+                          "its own margin (in that metric's units)")
+        if c.mechanism is not None:
+            if metric not in ACCURACY_METRICS and not metric.startswith("auc_to:"):
+                raise err(f"claims.{name}.mechanism", f"the claim's metric {metric!r} is its mechanism already; "
+                          "mechanism is for a claim decided on an accuracy metric")
+            if (why := _step_metric_error(c.mechanism)) is not None:
+                raise err(f"claims.{name}.mechanism", f"got {c.mechanism!r}; expected {why}")
         claims.append(c)
     if claims:
         suite = dataclasses.replace(suite, claims=tuple(claims))
@@ -493,6 +500,16 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
 
 _VARIANT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _RECIPE_FIELDS = tuple(f.name for f in dataclasses.fields(algorithms.Recipe) if f.name not in ("name", "description"))
+
+
+def _step_metric_error(metric: str) -> str | None:
+    """None when metric is steps:COLUMN or slope:COLUMN of a steps.parquet column, else what is expected."""
+    kind, _, col = metric.partition(":")
+    if kind in ("steps", "slope") and col in step_schema():
+        return None
+    return ("steps:COLUMN (its mean over the run) or slope:COLUMN (its slope over the run's budget) with COLUMN a "
+            "steps.parquet column" + (f" ({unknown('column', col, list(step_schema()))})"
+                                      if kind in ("steps", "slope") else ""))
 
 
 def _variants(tables: dict[str, Any], err) -> dict[str, Variant]:

@@ -55,7 +55,8 @@ STEP_KEEP = ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high", 
              "policy/weight_capped_frac", "policy/entropy", "len/mean", "len/correct", "len/incorrect"]
 # Logged by newer engines only (off-policy telemetry, per-group weights): binned when present,
 # absent from `steps` for runs recorded before them (the report says "not logged in these runs").
-# Every metric of a report group (algorithms/metrics.py `group`) is binned likewise when present.
+# Every metric of a report group (algorithms/metrics.py `group`) is binned likewise when present, and
+# every column a suite's claim reads.
 STEP_OPTIONAL = ["grad/norm", "policy/ratio_mean", "policy/ratio_max", "policy/ratio_dev_frac", "policy/log_ratio_abs_mean",
                  "policy/seq_ratio_mean", "policy/seq_ratio_max", "rollout/lag",
                  "adv/group_std_q10", "adv/group_std_q50", "adv/group_std_q90", "adv/low_std_weight_frac",
@@ -121,6 +122,10 @@ def load(suite: Suite, root: Path) -> Data:
     present = set(st.collect_schema().names())
     keep = STEP_KEEP + [m for m in STEP_OPTIONAL if m in present]
     keep += [m.name for m in metric_registry.step_metrics() if m.group and m.name in present and m.name not in keep]
+    # and every step column a claim reads (its metric or mechanism, steps:COLUMN or slope:COLUMN)
+    named = [m.partition(":")[2] for c in suite.claims for m in (c.metric, c.mechanism or "")
+             if m.startswith(("steps:", "slope:"))]
+    keep += [m for m in dict.fromkeys(named) if m in present and m not in keep]
     steps = (st.join(labels.lazy(), on="run_id")
              .pipe(_bin_steps, keep)
              .sort("cell", "rank", "seed", "frac").collect())

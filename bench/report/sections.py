@@ -1300,12 +1300,26 @@ def claims(ctx: Context) -> list:
                "a / b": lambda r: f"{num(r['mean_a'], '.4g')} / {num(r['mean_b'], '.4g')}",
                "Δ [95% CI]": lambda r: ci(r["diff"], r["diff_lo"], r["diff_hi"], ".3g"),
                "p_Holm": lambda r: num(r["p_holm"], ".2g"), "n": lambda r: str(r["n"]),
+               "mechanism Δ [95% CI]": lambda r: _side(r, "mechanism"),
+               "outcome Δ [95% CI]": lambda r: _side(r, "outcome"),
                "finding / leaderboard": lambda r: f"{r['finding']} / {r['leaderboard'] or '-'}",
                "parts differing": lambda r: f"{r['parts_differing']} ({r['differs'] or '-'})",
                "verdict": lambda r: r["verdict"]}),
+           Para("Mechanism and outcome: every claim is also read on the mechanism it works through (its own metric "
+                "when that is a step metric, else the one the suite file names: KL drift, entropy, clip share, ratio "
+                f"drift, length slope) and on the outcome ({ctx.suite.report.primary}, its own metric when that is an "
+                "accuracy metric), the same arms paired by seed, each with its unadjusted p; only the claim's metric "
+                "decides its verdict."),
            Para(_claims_vs_leaderboard(ctx, table_)),
            Para("Sources: " + "; ".join(f"{r['claim']}: {r['paper']}" for r in table_.iter_rows(named=True)) + ".")]
     return out
+
+
+def _side(r: dict, key: str) -> str:
+    """A claim's mechanism or outcome contrast as 'metric: Δ [lo, hi] (p)', '-' where it has none."""
+    if r[key] is None:
+        return "-"
+    return f"{r[key]}: {ci(r[f'{key}_diff'], r[f'{key}_lo'], r[f'{key}_hi'], '.3g')} (p {num(r[f'{key}_p'], '.2g')})"
 
 
 def _one_part(t: pl.DataFrame) -> str:

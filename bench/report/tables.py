@@ -614,8 +614,10 @@ def auc_to(flops, acc, x: float) -> float:
 def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, metric: str, recipe: str,
                   cell: str) -> dict:
     """seed -> the arm's value of a claim's metric: a per-run accuracy metric (runs), the mean
-    accuracy over the first X FLOPs (auc_to:X, from evals: finished runs' evaluations), or the mean
-    of a steps column over the run's budget bins (steps: finished runs' binned steps, compute-weighted)."""
+    accuracy over the first X FLOPs (auc_to:X, from evals: finished runs' evaluations), the mean
+    of a steps column over the run's budget bins (steps: finished runs' binned steps, compute-weighted),
+    or its least-squares slope against the fraction of the budget spent, over those bins (slope:, the
+    change per whole budget: what a claim about growth tests)."""
     if metric in METRICS:
         return _by_seed(runs, cell, recipe, metric)
     if metric.startswith("auc_to:"):
@@ -624,10 +626,14 @@ def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, 
         out = {seed: auc_to(r["flops"].to_numpy(), r["acc"].to_numpy(), x)
                for (seed,), r in g.group_by("seed", maintain_order=True)}
         return {k: v for k, v in out.items() if math.isfinite(v)}
-    col = metric.removeprefix("steps:")
+    slope = metric.startswith("slope:")
+    col = metric.removeprefix("slope:" if slope else "steps:")
     if col not in steps.columns:
         return {}
     g = steps.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
+    if slope:  # least squares over the run's budget bins: the change per whole budget
+        return {seed: stats.linear_slope(r["frac"].to_numpy(), r[col].to_numpy())
+                for (seed,), r in g.group_by("seed", maintain_order=True)}
     return {seed: stats.mean(r[col].to_numpy()) for (seed,), r in g.group_by("seed", maintain_order=True)}
 
 
@@ -692,7 +698,10 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
     Holm's p over the suite's claims (one family), and the verdict. kind "sanity": the suite's sanity
     checks instead (contrasts that hold by construction), each with its own p, a family of their
     own, and `passed` (their verdict is reproduced). parts_differing: how many parts of the arms'
-    configs differ (`arm_differences`, listed in `differs`); a one-part ablation has 1.
+    configs differ (`arm_differences`, listed in `differs`); a one-part ablation has 1. mechanism_*
+    and outcome_*: the same arms' paired contrast on the claim's mechanism (its metric when that is a
+    steps:/slope: metric, else its declared `mechanism`, else null) and on the outcome (its metric when
+    that is an accuracy metric, else the report's primary), each with its unadjusted p.
 
     The verdict:
 
@@ -712,13 +721,27 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
         return None
     board = leaderboard(suite, data) if board is None else board
     runs, steps, evals = per_run(suite, data), finished(data.steps), finished(data.evals)
+    outcome = suite.report.primary if suite.report.primary in METRICS else "auc"
     rows, ps = [], []
     for c in chosen:
         (ra, ca), (rb, cb) = c.arm("a"), c.arm("b")
-        va = _claim_values(runs, steps, evals, c.metric, ra, ca)
-        vb = _claim_values(runs, steps, evals, c.metric, rb, cb)
-        x, y = stats.paired(va, vb)
-        t = stats.paired_t(x, y)
+
+        def contrast(metric):
+            va = _claim_values(runs, steps, evals, metric, ra, ca)
+            vb = _claim_values(runs, steps, evals, metric, rb, cb)
+            x, y = stats.paired(va, vb)
+            return x, y, stats.paired_t(x, y)
+
+        x, y, t = contrast(c.metric)
+        # the claim's mechanism (its own metric when that is a step metric) and the outcome, each a paired
+        # contrast of the same arms with its unadjusted p (the verdict reads the claim's metric only)
+        extra = {}
+        accuracy_claim = c.metric in METRICS or c.metric.startswith("auc_to:")
+        for key, metric in (("mechanism", c.mechanism if accuracy_claim else c.metric),
+                            ("outcome", c.metric if accuracy_claim else outcome)):
+            r = contrast(metric)[2] if metric else None
+            extra.update({key: metric, f"{key}_diff": r.diff if r else None, f"{key}_lo": r.lo if r else None,
+                          f"{key}_hi": r.hi if r else None, f"{key}_p": r.p if r else None})
         accuracy = c.metric in METRICS or c.metric.startswith("auc_to:")
         margin = c.margin if c.margin is not None else (suite.report.margin if accuracy else math.nan)
         eq = bool(math.isfinite(margin) and stats.equivalent(x, y, margin))
@@ -729,19 +752,20 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
                      "diff_hi": t.hi, "p": t.p, "margin": margin, "equivalent": eq,
                      "leaderboard": _board_finding(suite, board, c.metric, (ra, ca), (rb, cb)),
                      "differs": ", ".join(diff := arm_differences(suite, (ra, ca), (rb, cb), data)),
-                     "parts_differing": len(diff)})
+                     "parts_differing": len(diff), **extra})
     for row, p_holm in zip(rows, stats.holm(ps)):
         row["p_holm"] = p_holm
         row["verdict"] = claim_verdict(row["expect"], row["diff"], p_holm, row["equivalent"], row["n"])
         row["finding"] = claim_finding(row["diff"], p_holm, row["equivalent"], row["n"])
     cols = ["claim", "paper", "statement", "metric", "a", "b", "expect", "n", "mean_a", "mean_b", "diff", "diff_lo",
             "diff_hi", "p", "p_holm", "margin", "equivalent", "verdict", "finding", "leaderboard", "parts_differing",
-            "differs"]
+            "differs", *(f"{k}{s}" for k in ("mechanism", "outcome") for s in ("", "_diff", "_lo", "_hi", "_p"))]
     if kind == "sanity":
         for r in rows:
             r["passed"] = r["verdict"] == "reproduced"
         cols += ["passed"]
-    strings = {"claim", "paper", "statement", "metric", "a", "b", "expect", "verdict", "finding", "leaderboard", "differs"}
+    strings = {"claim", "paper", "statement", "metric", "a", "b", "expect", "verdict", "finding", "leaderboard", "differs",
+               "mechanism", "outcome"}
     return pl.DataFrame([{k: r[k] for k in cols} for r in rows], schema={
         k: pl.String if k in strings else pl.Int64 if k in ("n", "parts_differing")
         else pl.Boolean if k in ("equivalent", "passed") else pl.Float64 for k in cols})

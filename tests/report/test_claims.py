@@ -1,5 +1,6 @@
 """Claims as experiments (issue 14): `[claims.NAME]` tables in a suite, their validation, `--only
-claim=NAME`, the verdict rule, and suites/claims.toml sharing addition-format's runs (the earlier math-small)."""
+claim=NAME`, the verdict rule, growth as a slope, a claim's mechanism, and suites/claims.toml sharing
+family-2026's runs."""
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,14 @@ def test_claims_parse_and_select_their_runs(tmp_path):
     (('expect = "greater"', 'expect = "bigger"'), "claims.std.expect", "bigger"),
     (('expect = "greater"', 'expect = "equivalent"'), "claims.std.margin", "needs its own margin"),
     (('paper = "Liu et al. 2025"\n', ''), "claims.std.paper", "missing"),
+    (('"steps:adv/low_std_weight_frac"', '"slope:len/nope"'), "claims.std.metric", "unknown column 'len/nope'"),
+    (('expect = "greater"', 'expect = "greater"\nmechanism = "steps:kl/k1"'), "claims.std.mechanism",
+     "is its mechanism already"),
+    (('"steps:adv/low_std_weight_frac"\nexpect = "greater"', '"auc"\nexpect = "greater"\nmechanism = "kl/k1"'),
+     "claims.std.mechanism", "steps:COLUMN (its mean over the run) or slope:COLUMN"),
+    (('"steps:adv/low_std_weight_frac"\nexpect = "greater"', '"auc"\nexpect = "greater"\nmechanism = "steps:kl/nope"'),
+     "claims.std.mechanism", "unknown column 'kl/nope'"),
+    (('expect = "greater"', 'expect = "equivalent"'), "claims.std.margin", "on a steps: metric needs its own margin"),
 ])
 def test_bad_claims_fail_with_file_and_key(tmp_path, change, key, needle):
     with pytest.raises(ValueError) as e:
@@ -102,14 +111,34 @@ def test_verdict_rule():
     assert v("greater", 0.5, 0.0, False, 1) == "undecided"  # one seed decides nothing
 
 
-def test_shipped_claims_suite_shares_addition_formats_runs():
-    claims, small = suites.load("claims"), suites.load("addition-format")
-    assert len(claims.claims) >= 8 and all(c.paper and c.claim for c in claims.claims)
-    # an arm that addition-format also runs (the same recipe, cell and seed) is the same run: one results
-    # directory holds both suites, and the claims' own cells only add runs
+def test_shipped_claims_suite_shares_family_2026s_runs():
+    claims, family = suites.load("claims"), suites.load("family-2026")
+    assert len([c for c in claims.claims if c.kind == "claim"]) >= 15 and all(c.paper and c.claim for c in claims.claims)
+    # an arm that family-2026 also runs (the same recipe, cell and seed) is the same run: one results
+    # directory holds both suites, and the claims' variants and extra seeds only add runs
     ours = {(c.recipe.name, c.tags["cell"], c.seed): c.run_id for c in claims.expand()}
-    theirs = {(c.recipe.name, c.tags["cell"], c.seed): c.run_id for c in small.expand()}
+    theirs = {(c.recipe.name, c.tags["cell"], c.seed): c.run_id for c in family.expand()}
     shared = set(ours) & set(theirs)
-    assert len(shared) >= 100 and all(ours[k] == theirs[k] for k in shared)
+    assert len(shared) >= 30 and all(ours[k] == theirs[k] for k in shared)
     for c in claims.claims:  # each claim reruns alone
         assert claims.expand(claims.parse_only([f"claim={c.name}"]))
+
+
+def test_a_growth_claim_reads_a_slope_over_the_budget():
+    import polars as pl
+    # len/incorrect rising 10 tokens per whole budget in seed 0, 4 in seed 1 (binned at the bins' upper edges)
+    frac = [0.25, 0.5, 0.75, 1.0]
+    steps = pl.DataFrame({"cell": ["c"] * 8, "recipe": ["grpo"] * 8, "seed": [0] * 4 + [1] * 4, "frac": frac * 2,
+                          "len/incorrect": [50 + 10 * f for f in frac] + [40 + 4 * f for f in frac]})
+    empty = pl.DataFrame()
+    assert T._claim_values(empty, steps, empty, "slope:len/incorrect", "grpo", "c") == pytest.approx({0: 10.0, 1: 4.0})
+    assert T._claim_values(empty, steps, empty, "steps:len/incorrect", "grpo", "c") == pytest.approx(
+        {0: 56.25, 1: 42.5})  # the mean, for contrast
+    assert T._claim_values(empty, steps, empty, "slope:len/nope", "grpo", "c") == {}
+
+
+def test_an_outcome_claim_names_its_mechanism_and_a_step_claim_is_its_own(tmp_path):
+    s = load(tmp_path, BASE + GOOD + GOOD.replace("claims.std", "claims.out").replace(
+        '"steps:adv/low_std_weight_frac"\nexpect = "greater"',
+        '"auc"\nexpect = "greater"\nmechanism = "slope:len/incorrect"'))
+    assert [c.mechanism for c in s.claims] == [None, "slope:len/incorrect"]
