@@ -630,13 +630,28 @@ def apply_tuned(suite: Suite, path: Path) -> Suite:
         for c in ([cell] if cell else cells):
             per[(c, recipe)] = {**per.get((c, recipe), {}), **values}
     tuned = dataclasses.replace(suite, cell_overrides=per, tuned_from=path)
-    for (c, recipe) in per:  # bad paths or values fail here, before any run
+    for (c, recipe), values in per.items():  # bad paths or values fail here, before any run
         cell = next(x for x in suite.cells if x.name == c)
+        if cell.regime:  # the regime's settings are applied last, so a tuned value for them would never act
+            held = _paths(cell.regime.patch())
+            for p in values:
+                if any(p == h or p.startswith(h + ".") or h.startswith(p + ".") for h in held):
+                    raise ConfigError(f"{path}: {c} {recipe}: {p!r} is set by the cell's regime "
+                                      f"({cell.regime.name}) for every recipe alike, so a tuned value would never "
+                                      f"act; the regime sets {', '.join(sorted(held))}")
         try:
             tuned.run_config(cell, recipe, suite.seeds[0])
         except InputError as e:
             raise ConfigError(f"{path}: {c} {recipe}: {e}") from None
     return tuned
+
+
+def _paths(table: dict, prefix: str = "") -> list[str]:
+    """The dotted paths of a nested table's leaves."""
+    out = []
+    for k, v in table.items():
+        out += _paths(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
+    return out
 
 
 def _auc_to(metric: str) -> float | None:

@@ -21,7 +21,7 @@ SUMMARY_SCHEMA = {
     "finished": pl.Int64,
     "pruned": pl.Int64, "diverged": pl.Int64, "failed": pl.Int64, "flops": pl.Float64, "gen_tokens": pl.Int64,
     "wall_s": pl.Float64, "budget": pl.String, "budget_flops": pl.Float64, "cost_in_runs": pl.Float64,
-    "best_acc": pl.Float64, "best_trial": pl.Int64, "best_params": pl.String,
+    "best_value": pl.Float64, "best_acc": pl.Float64, "best_trial": pl.Int64, "best_params": pl.String,
 }
 
 
@@ -96,8 +96,9 @@ def per_trial(t: pl.DataFrame, n_seeds: int) -> pl.DataFrame:
 def summary(suite: str | Suite, root: Path | None = None) -> pl.DataFrame:
     """Tuning cost per study: see SUMMARY_SCHEMA. `trials` counts trials (each trains one run per
     tuning seed, `runs`); the status counts are of runs. cost_in_runs = FLOPs spent / one run's FLOPs
-    budget (null for steps or tokens budgets); best_acc is the final accuracy, mean over tuning
-    seeds, of the complete trial with the best objective (ties: the earlier trial)."""
+    budget (null for steps or tokens budgets); best_value is the best complete trial's objective (the
+    mean over tuning seeds; ties as `bench tune` breaks them, `study.tie_order`: the smaller setting)
+    and best_acc that trial's final accuracy, mean over tuning seeds."""
     su = _suite(suite)
     t = trial_runs(su, root)
     if t.is_empty():
@@ -105,10 +106,7 @@ def summary(suite: str | Suite, root: Path | None = None) -> pl.DataFrame:
     from bench.tune.settings import from_suite
 
     n = lambda s: (pl.col("status") == s).sum().cast(pl.Int64).alias(s)  # noqa: E731
-    best = (per_trial(t, len(from_suite(su).seeds)).filter("complete")
-            .sort(["value", "trial"], descending=[True, False]).group_by("study", maintain_order=True).first()
-            .select("study", pl.col("acc").alias("best_acc"), pl.col("trial").alias("best_trial"),
-                    pl.col("params").alias("best_params")))
+    best = best_trials(per_trial(t, len(from_suite(su).seeds)))
     agg = (t.group_by("study", "cell", "recipe").agg(
         pl.col("trial").n_unique().cast(pl.Int64).alias("trials"), pl.len().cast(pl.Int64).alias("runs"),
         n("finished"), n("pruned"), n("diverged"), n("failed"),
@@ -157,6 +155,19 @@ def _f(x, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
+def best_trials(trials: pl.DataFrame) -> pl.DataFrame:
+    """Per study, its best complete trial (per_trial's rows): best_value, best_acc, best_trial and
+    best_params; ties as `bench tune` breaks them (`study.tie_order`: the smaller setting wins)."""
+    from bench.tune.study import tie_order
+
+    picked = [max(g.iter_rows(named=True), key=lambda r: (r["value"], tie_order(json.loads(r["params"]))))
+              for _, g in trials.filter("complete").group_by("study", maintain_order=True)]
+    return pl.DataFrame([{"study": r["study"], "best_value": r["value"], "best_acc": r["acc"], "best_trial": r["trial"],
+                          "best_params": r["params"]} for r in picked],
+                        schema={"study": pl.String, "best_value": pl.Float64, "best_acc": pl.Float64,
+                                "best_trial": pl.Int64, "best_params": pl.String})
+
+
 def print_summary(suite: str | Suite, root: Path | None = None, tuned_file: Path | None = None, out=None) -> None:
     """The tuning cost per study, then tuned versus default where both have runs."""
     import sys
@@ -167,11 +178,16 @@ def print_summary(suite: str | Suite, root: Path | None = None, tuned_file: Path
         print("no trial runs recorded", file=out)
         return
     print(f"{'study':<40} {'trials':>6} {'fin':>4} {'prun':>4} {'div':>4} {'fail':>4} {'FLOPs':>9} {'runs':>5} "
-          f"{'wall':>8} {'best acc':>8}", file=out)
+          f"{'wall':>8} {'best obj':>8} {'its acc':>8}", file=out)
     for r in s.iter_rows(named=True):
         print(f"{r['study']:<40} {r['trials']:>6} {r['finished']:>4} {r['pruned']:>4} {r['diverged']:>4} {r['failed']:>4} "
-              f"{r['flops']:>9.3g} {_f(r['cost_in_runs'], '.1f'):>5} {r['wall_s']:>7.0f}s {_f(r['best_acc'], '.3f'):>8}",
-              file=out)
+              f"{r['flops']:>9.3g} {_f(r['cost_in_runs'], '.1f'):>5} {r['wall_s']:>7.0f}s {_f(r['best_value'], '.3f'):>8} "
+              f"{_f(r['best_acc'], '.3f'):>8}", file=out)
+    from bench.tune.settings import from_suite
+
+    ts = from_suite(_suite(suite))
+    print(f"best obj: the best complete trial's objective ({ts.objective} of {ts.accuracy}), mean over tuning seeds; "
+          f"its acc: that trial's final {ts.accuracy}", file=out)
     print(f"tuning cost: {s['trials'].sum()} trials, {s['flops'].sum():.3g} FLOPs, {s['wall_s'].sum():.0f} s of runs "
           "(runs: FLOPs in units of one run's budget; pruned trials spend less)", file=out)
     try:

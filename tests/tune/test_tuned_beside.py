@@ -57,3 +57,40 @@ def test_math_small_ships_its_tuned_lrs_and_defaults_ignore_them():
     assert {c.train.lr for c in default.expand()} == {1e-4}
     same = {c.recipe.name for c, d in zip(tuned.expand(), default.expand()) if c.run_id == d.run_id}
     assert same == {"grpo", "gspo"}
+
+
+def test_a_tuned_value_the_cells_regime_sets_is_refused(suite_dir):
+    """A regime's settings are applied last, so a tuned recipe.updates.* (or a regime's grad_clip) in a
+    regime cell would never act: the file is refused at load, naming the path, the cell and what the
+    regime sets."""
+    (suite_dir / "mine.toml").write_text(SUITE + "[regimes.mb4]\nminibatches = 4\n[regimes.noclip]\ngrad_clip = 0\n")
+    tuned = suite_dir / "tuned" / "mine.toml"
+    tuned.write_text('[overrides."addition/nano/mb4".grpo]\n"recipe.updates.minibatches" = 2\n')
+    with pytest.raises(ValueError, match=r"tuned/mine.toml: addition/nano/mb4 grpo: 'recipe.updates.minibatches' is "
+                                         r"set by the cell's regime \(mb4\).*never act.*recipe.updates.epochs"):
+        suites.load(suite_dir / "mine.toml")
+    tuned.write_text('[overrides.dapo]\n"train.grad_clip" = 0.5\n')
+    with pytest.raises(ValueError, match=r"'train.grad_clip' is set by the cell's regime \(noclip\)"):
+        suites.load(suite_dir / "mine.toml")
+    tuned.write_text('[overrides.dapo]\n"train.lr" = 2e-4\n')  # not a regime's: applied in every cell
+    s = suites.load(suite_dir / "mine.toml")
+    assert {s.run_config(c, "dapo", 0).train.lr for c in s.cells} == {2e-4}
+
+
+def test_the_tuning_summary_breaks_ties_as_bench_tune_does():
+    """`bench tune --summary` names the trial `bench tune` chose: on a tie of the objective, the smaller
+    setting (study.tie_order), not the earlier trial; best_value is the objective, best_acc its final accuracy."""
+    import polars as pl
+
+    from bench.tune import costs
+
+    trials = pl.DataFrame({"study": ["s/a"] * 3 + ["s/b"], "trial": [0, 1, 2, 0],
+                           "params": ['{"train.lr": 0.0004}', '{"train.lr": 0.0001}', '{"train.lr": 5e-05}',
+                                      '{"train.lr": 0.0001}'],
+                           "value": [0.52, 0.52, 0.50, 0.40], "acc": [0.60, 0.58, 0.55, 0.45],
+                           "complete": [True, True, True, True]})
+    best = costs.best_trials(trials).sort("study")
+    assert best["best_trial"].to_list() == [1, 0] and best["best_value"].to_list() == [0.52, 0.40]
+    assert best["best_acc"].to_list() == [0.58, 0.45]
+    incomplete = trials.with_columns(pl.Series("complete", [False, True, True, True]))
+    assert costs.best_trials(incomplete).sort("study")["best_trial"].to_list() == [1, 0]
