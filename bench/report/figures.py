@@ -98,6 +98,40 @@ def leaderboard(board: pl.DataFrame, cells: list[str], colors: dict, base: str, 
     return fig
 
 
+VERDICT_COLORS = {"reproduced": "#2a9d4b", "contradicted": "#c0392b", "undecided": "0.55"}
+
+
+def claims(t: pl.DataFrame) -> plt.Figure:
+    """One row per claim: its paired difference a − b (dot) with the 95% interval (bar), coloured by
+    verdict, on a common scale: in units of the claim's margin where it has one (the shaded band is
+    ±margin), else relative to arm b's mean (x 100%); points beyond ±4 are drawn at the edge, and the
+    numbers in the metric's own units are printed at the right."""
+    fig, ax = plt.subplots(figsize=(9.5, 0.36 * t.height + 1.4))
+    lim = 4.0
+    ax.axvspan(-1, 1, color="0.92", zorder=0)
+    ax.axvline(0, color="0.4", lw=0.8)
+    labels = []
+    for i, r in enumerate(t.iter_rows(named=True)):
+        margin = r["margin"]
+        by_margin = margin is not None and math.isfinite(margin)
+        scale = margin if by_margin else abs(r["mean_b"] or 0.0)
+        labels.append(f"{r['claim']}  [{r['metric']}{'' if by_margin else ', ÷|b|'}]")
+        if not scale or r["diff"] is None or not math.isfinite(r["diff"]):
+            continue
+        d, lo, hi = (np.clip(v / scale, -lim, lim) for v in (r["diff"], r["diff_lo"], r["diff_hi"]))
+        c = VERDICT_COLORS.get(r["verdict"], "0.3")
+        ax.errorbar(d, i, xerr=[[d - lo], [hi - d]], fmt="o", color=c, capsize=3)
+        ax.annotate(f"{r['diff']:+.3g} [{r['diff_lo']:+.3g}, {r['diff_hi']:+.3g}]  {r['verdict']}", (lim, i),
+                    xytext=(8, -3), textcoords="offset points", fontsize=8, color=c, annotation_clip=False)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(-lim * 1.05, lim * 1.05)
+    ax.set_xlabel("a − b, paired by seed: in units of the claim's margin (band ±1), or ÷|b's mean| where it has none")
+    ax.set_title("Claims: verdicts (green reproduced, red contradicted, grey undecided)")
+    fig.tight_layout()
+    return fig
+
+
 def accuracy_vs_compute(evals: pl.DataFrame, fits: pl.DataFrame, cells: list[str], budgets: dict, colors: dict,
                         xlabels: dict, ylabel: str = "held-out greedy accuracy") -> plt.Figure:
     """Held-out accuracy at each evaluation; dashed: ScaleRL sigmoid where it is identifiable."""

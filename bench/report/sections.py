@@ -158,6 +158,12 @@ def summary(ctx: Context) -> list:
     out = [Heading(2, "Summary")]
     if ctx.suite.description:
         out.append(Para(ctx.suite.description))
+    claims_ = ctx.tables.get("claims")
+    if claims_ is not None:  # a claims suite leads with its verdicts
+        counts = ", ".join(f"{claims_.filter(pl.col('verdict') == v).height} {v}" for v in T.CLAIM_VERDICTS)
+        out.append(ctx.figure("claims.png", F.claims(claims_),
+                              f"The {claims_.height} claims' contrasts and verdicts ({counts}; Holm over the claims): "
+                              "see Claims below for each claim's statement, mechanism and outcome."))
     su = ctx.suite
     if all(su.cell_seeds(c) == su.seeds for c in su.cells):
         cells = ", ".join(f"{c.name} (budget {budget_text(c.budget)})" for c in su.cells)

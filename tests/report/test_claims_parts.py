@@ -103,3 +103,24 @@ def test_the_clipping_table_shows_where_the_norm_clip_binds():
         binds.setdefault(meta["recipe_name"], []).extend((norms > meta["config"]["train"]["grad_clip"]).to_list())
     assert sum(binds["rloo"]) / len(binds["rloo"]) == 1.0 and sum(binds["reinforce"]) == 0
     assert "It binds on most steps of" in text and "rloo" in text
+
+
+def test_the_claims_report_leads_with_its_verdicts():
+    """A report leads with a picture of its verdicts: the claims figure comes before the first table."""
+    md = (CLAIMS / "report.md").read_text()
+    assert md.index("figures/claims.png") < md.index("## Leaderboard") and (CLAIMS / "figures" / "claims.png").is_file()
+    t = pl.read_csv(CLAIMS / "claims.csv")
+    counts = ", ".join(f"{t.filter(pl.col('verdict') == v).height} {v}" for v in ("reproduced", "contradicted", "undecided"))
+    assert f"The {t.height} claims' contrasts and verdicts ({counts};" in md
+
+
+def test_the_claims_figure_draws_claims_without_a_margin_or_a_value():
+    from bench.report import figures as F
+
+    t = pl.DataFrame({"claim": ["a", "b", "c"], "metric": ["auc", "steps:kl/k1", "auc"], "margin": [0.02, None, 0.02],
+                      "mean_b": [0.5, 0.03, 0.5], "diff": [0.01, 0.05, None], "diff_lo": [0.0, 0.02, None],
+                      "diff_hi": [0.02, 0.08, None], "verdict": ["reproduced", "undecided", "undecided"]})
+    fig = F.claims(t)
+    labels = [x.get_text() for x in fig.axes[0].get_yticklabels()]
+    assert labels == ["a  [auc]", "b  [steps:kl/k1, ÷|b|]", "c  [auc]"]
+    assert len(fig.axes[0].lines) >= 2  # the zero line and the drawn claims; c has no value and no point
