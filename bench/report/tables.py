@@ -637,6 +637,13 @@ def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, 
     return {seed: stats.mean(r[col].to_numpy()) for (seed,), r in g.group_by("seed", maintain_order=True)}
 
 
+def _contrast(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, metric: str, a: tuple[str, str],
+              b: tuple[str, str]):
+    """Arms a and b (recipe, cell) on a claim metric, paired by seed: (x, y, stats.paired_t(x, y))."""
+    x, y = stats.paired(_claim_values(runs, steps, evals, metric, *a), _claim_values(runs, steps, evals, metric, *b))
+    return x, y, stats.paired_t(x, y)
+
+
 def claim_verdict(expect: str, diff: float, p_holm: float, equivalent: bool, n: int) -> str:
     """reproduced / contradicted / undecided (see `claims`)."""
     if n < 2:
@@ -726,20 +733,14 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
     for c in chosen:
         (ra, ca), (rb, cb) = c.arm("a"), c.arm("b")
 
-        def contrast(metric):
-            va = _claim_values(runs, steps, evals, metric, ra, ca)
-            vb = _claim_values(runs, steps, evals, metric, rb, cb)
-            x, y = stats.paired(va, vb)
-            return x, y, stats.paired_t(x, y)
-
-        x, y, t = contrast(c.metric)
+        x, y, t = _contrast(runs, steps, evals, c.metric, (ra, ca), (rb, cb))
         # the claim's mechanism (its own metric when that is a step metric) and the outcome, each a paired
         # contrast of the same arms with its unadjusted p (the verdict reads the claim's metric only)
         extra = {}
         accuracy_claim = c.metric in METRICS or c.metric.startswith("auc_to:")
         for key, metric in (("mechanism", c.mechanism if accuracy_claim else c.metric),
                             ("outcome", c.metric if accuracy_claim else outcome)):
-            r = contrast(metric)[2] if metric else None
+            r = _contrast(runs, steps, evals, metric, (ra, ca), (rb, cb))[2] if metric else None
             extra.update({key: metric, f"{key}_diff": r.diff if r else None, f"{key}_lo": r.lo if r else None,
                           f"{key}_hi": r.hi if r else None, f"{key}_p": r.p if r else None})
         accuracy = c.metric in METRICS or c.metric.startswith("auc_to:")
