@@ -30,6 +30,8 @@ def test_published_claims_report_their_mechanism_and_outcome():
     where the claim's own metric is one of the two, that side repeats the claim's contrast."""
     s = suites.load("claims")
     t = pl.read_csv(CLAIMS / "claims.csv")
+    nums = [f"{k}_{x}" for k in ("mechanism", "outcome") for x in ("diff", "lo", "hi", "p")]
+    t = t.with_columns(pl.col(c).cast(pl.String).replace("", None).cast(pl.Float64) for c in nums)  # null is ""
     for r in t.iter_rows(named=True):
         c = next(c for c in s.claims if c.name == r["claim"])
         accuracy = c.metric in ("auc", "final", "plateau")
