@@ -71,6 +71,20 @@ def test_published_p_improve_is_the_paired_share_of_seeds(addition_format):
     assert by[("addition/nano/on_policy", "gspo")] == 0.2
 
 
+def test_math_smalls_p_improve_is_the_paired_share_and_its_plateau_is_not_final():
+    """Issue 24's acceptance 3, on reports/math-small (the user's first command): p_improve recomputed
+    from the committed runs as the paired share of seeds (ties ½), and plateau differs from final."""
+    s = suites.load("math-small")
+    runs = T.per_run(s, report_data.load(s, REPORTS / "math-small" / "data"))
+    board = csv("math-small", "leaderboard")
+    for r in board.filter(pl.col("verdict") != "baseline").iter_rows(named=True):
+        mine, ref = (T._by_seed(runs, r["cell"], who, "primary") for who in (r["recipe"], "grpo"))
+        seeds = sorted(mine.keys() & ref.keys())
+        wins = sum(1.0 if mine[k] > ref[k] else 0.5 if mine[k] == ref[k] else 0.0 for k in seeds)
+        assert r["p_improve"] == pytest.approx(wins / len(seeds), abs=1e-6), (r["cell"], r["recipe"])
+    assert (board["plateau_mean"] - board["final_mean"]).abs().max() > 1e-3
+
+
 # --------------------------------------------------------------------------- 2. plateau is not final
 
 def test_plateau_takes_at_least_two_evaluations():
