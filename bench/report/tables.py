@@ -732,18 +732,16 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
     rows, ps = [], []
     for c in chosen:
         (ra, ca), (rb, cb) = c.arm("a"), c.arm("b")
-
         x, y, t = _contrast(runs, steps, evals, c.metric, (ra, ca), (rb, cb))
+        accuracy = c.metric in METRICS or c.metric.startswith("auc_to:")
         # the claim's mechanism (its own metric when that is a step metric) and the outcome, each a paired
         # contrast of the same arms with its unadjusted p (the verdict reads the claim's metric only)
         extra = {}
-        accuracy_claim = c.metric in METRICS or c.metric.startswith("auc_to:")
-        for key, metric in (("mechanism", c.mechanism if accuracy_claim else c.metric),
-                            ("outcome", c.metric if accuracy_claim else outcome)):
+        for key, metric in (("mechanism", c.mechanism if accuracy else c.metric),
+                            ("outcome", c.metric if accuracy else outcome)):
             r = _contrast(runs, steps, evals, metric, (ra, ca), (rb, cb))[2] if metric else None
             extra.update({key: metric, f"{key}_diff": r.diff if r else None, f"{key}_lo": r.lo if r else None,
                           f"{key}_hi": r.hi if r else None, f"{key}_p": r.p if r else None})
-        accuracy = c.metric in METRICS or c.metric.startswith("auc_to:")
         margin = c.margin if c.margin is not None else (suite.report.margin if accuracy else math.nan)
         eq = bool(math.isfinite(margin) and stats.equivalent(x, y, margin))
         ps.append(t.p)
