@@ -126,3 +126,10 @@ def test_the_claims_figure_draws_claims_without_a_margin_or_a_value():
     labels = [x.get_text() for x in fig.axes[0].get_yticklabels()]
     assert labels == ["a  [auc]", "b  [steps:kl/k1, ÷|b|]", "c  [auc]"]
     assert len(fig.axes[0].lines) >= 2  # the zero line and the drawn claims; c has no value and no point
+
+
+def test_the_readme_counts_the_published_verdicts():
+    t = pl.read_csv(CLAIMS / "claims.csv")
+    n = {v: t.filter(pl.col("verdict") == v).height for v in ("reproduced", "contradicted", "undecided")}
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"**{n['reproduced']} reproduced, {n['contradicted']} contradicted, {n['undecided']} undecided**" in readme
