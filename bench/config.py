@@ -316,6 +316,14 @@ class Regime(Section):
         train = {k: v for k, v in (("lr", self.lr), ("grad_clip", self.grad_clip)) if v is not None}
         return out | ({"train": train} if train else {})
 
+    def paths(self) -> set[str]:
+        """The dotted RunConfig paths the regime sets (its patch's leaves): no override, tuned value or
+        trial can change them."""
+        def leaves(table: dict, prefix: str = "") -> list[str]:
+            return [p for k, v in table.items()
+                    for p in (leaves(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"])]
+        return set(leaves(self.patch()))
+
     @classmethod
     def of(cls, cfg: RunConfig) -> Regime:
         """The regime a run is in: its suite's regime name (tags.regime) or the automatic one."""
@@ -382,6 +390,16 @@ class Claim(Section):
         """(recipe, cell) of arm 'a' or 'b'."""
         recipe, _, cell = getattr(self, which).partition("@")
         return recipe, cell or self.cell
+
+    @property
+    def on_accuracy(self) -> bool:
+        """Decided on held-out accuracy (auc, final, plateau, auc_to:FLOPS), not on a step metric."""
+        return self.metric in ACCURACY_METRICS or self.metric.startswith("auc_to:")
+
+    @property
+    def step_columns(self) -> list[str]:
+        """The steps.parquet columns the claim reads (its metric or mechanism, steps:COLUMN or slope:COLUMN)."""
+        return [m.partition(":")[2] for m in (self.metric, self.mechanism or "") if m.startswith(("steps:", "slope:"))]
 
 
 # What each accuracy column a report can read is, in the report's words.

@@ -481,7 +481,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
                 raise err(f"claims.{name}.margin", f"an equivalence claim on a {metric.split(':')[0]}: metric needs "
                           "its own margin (in that metric's units)")
         if c.mechanism is not None:
-            if metric not in ACCURACY_METRICS and not metric.startswith("auc_to:"):
+            if not c.on_accuracy:
                 raise err(f"claims.{name}.mechanism", f"the claim's metric {metric!r} is its mechanism already; "
                           "mechanism is for a claim decided on an accuracy metric")
             if (why := _step_metric_error(c.mechanism)) is not None:
@@ -633,9 +633,9 @@ def apply_tuned(suite: Suite, path: Path) -> Suite:
     for (c, recipe), values in per.items():  # bad paths or values fail here, before any run
         cell = next(x for x in suite.cells if x.name == c)
         if cell.regime:  # the regime's settings are applied last, so a tuned value for them would never act
-            held = _paths(cell.regime.patch())
+            held = cell.regime.paths()
             for p in values:
-                if any(p == h or p.startswith(h + ".") or h.startswith(p + ".") for h in held):
+                if p in held:
                     raise ConfigError(f"{path}: {c} {recipe}: {p!r} is set by the cell's regime "
                                       f"({cell.regime.name}) for every recipe alike, so a tuned value would never "
                                       f"act; the regime sets {', '.join(sorted(held))}")
@@ -644,14 +644,6 @@ def apply_tuned(suite: Suite, path: Path) -> Suite:
         except InputError as e:
             raise ConfigError(f"{path}: {c} {recipe}: {e}") from None
     return tuned
-
-
-def _paths(table: dict, prefix: str = "") -> list[str]:
-    """The dotted paths of a nested table's leaves."""
-    out = []
-    for k, v in table.items():
-        out += _paths(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
-    return out
 
 
 def _auc_to(metric: str) -> float | None:

@@ -123,8 +123,7 @@ def load(suite: Suite, root: Path) -> Data:
     keep = STEP_KEEP + [m for m in STEP_OPTIONAL if m in present]
     keep += [m.name for m in metric_registry.step_metrics() if m.group and m.name in present and m.name not in keep]
     # and every step column a claim reads (its metric or mechanism, steps:COLUMN or slope:COLUMN)
-    named = [m.partition(":")[2] for c in suite.claims for m in (c.metric, c.mechanism or "")
-             if m.startswith(("steps:", "slope:"))]
+    named = [col for c in suite.claims for col in c.step_columns]
     keep += [m for m in dict.fromkeys(named) if m in present and m not in keep]
     steps = (st.join(labels.lazy(), on="run_id")
              .pipe(_bin_steps, keep)

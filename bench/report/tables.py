@@ -733,7 +733,7 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
     for c in chosen:
         (ra, ca), (rb, cb) = c.arm("a"), c.arm("b")
         x, y, t = _contrast(runs, steps, evals, c.metric, (ra, ca), (rb, cb))
-        accuracy = c.metric in METRICS or c.metric.startswith("auc_to:")
+        accuracy = c.on_accuracy
         # the claim's mechanism (its own metric when that is a step metric) and the outcome, each a paired
         # contrast of the same arms with its unadjusted p (the verdict reads the claim's metric only)
         extra = {}

@@ -97,7 +97,7 @@ def _free(space: tuple[spaces.Param, ...], cell: Cell, explicit: set[str], recip
 
 def _regime_paths(cell: Cell) -> set[str]:
     """The dotted paths a cell's regime sets on every run (Regime.patch): a trial cannot change them."""
-    return set(spaces.flatten(cell.regime.patch())) if cell.regime else set()
+    return cell.regime.paths() if cell.regime else set()
 
 
 def grid_size(space: tuple[spaces.Param, ...]) -> int:
