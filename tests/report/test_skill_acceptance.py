@@ -1,0 +1,60 @@
+"""Issue 22's acceptance, read from the published runs themselves (each run's run.json and
+evals.parquet), not from the report code that summarises them: in every cell of math-small, reasoning
+and math-scales the sampled format rate before RL is >= 0.95, and the baseline's gain in accuracy
+among well-formed sampled answers (last evaluation - first, per run) has a mean over seeds of at
+least 5 standard errors; math-scales spans >= 3 scales and >= 25x in parameters."""
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from bench import suite as suites
+
+REPORTS = Path(__file__).resolve().parents[2] / "reports"
+SKILL_REPORTS = ("math-small", "reasoning", "math-scales")
+
+
+def cells(name: str) -> dict[str, list[dict]]:
+    """cell -> [{recipe, seed, params, format0, gain}] over the suite's runs (a run another suite
+    trained, linked here, belongs to the cells of this suite whose expansion has its run id)."""
+    where: dict[str, list[str]] = {}
+    for cfg in suites.load(name).expand():
+        where.setdefault(cfg.run_id, []).append(cfg.tags["cell"])
+    out: dict[str, list[dict]] = {}
+    for run_id, in_cells in where.items():
+        run = REPORTS / name / "data" / "runs" / run_id
+        assert (run / "run.json").is_file(), (name, run_id, in_cells)
+        meta = json.loads((run / "run.json").read_text())
+        assert meta["status"] == "finished", (name, run_id)
+        ev = pl.read_parquet(run / "evals.parquet").sort("step")
+        cfg = meta["config"]
+        row = {"recipe": cfg["recipe"]["name"], "seed": cfg["seed"], "params": meta["model"]["params"],
+               "format0": ev.filter(pl.col("fraction") == 0)["eval/format_rate"].item(),
+               "gain": ev["eval/acc_formatted"][-1] - ev["eval/acc_formatted"][0]}
+        for cell in in_cells:
+            out.setdefault(cell, []).append(row)
+    return out
+
+
+@pytest.mark.parametrize("name", SKILL_REPORTS)
+def test_every_cell_starts_well_formed_and_the_baseline_gains_5_se(name):
+    found = cells(name)
+    assert found, name
+    for cell, runs in found.items():
+        assert sum(r["format0"] for r in runs) / len(runs) >= 0.95, (name, cell)
+        gains = [r["gain"] for r in runs if r["recipe"] == "grpo"]
+        assert len(gains) >= 3, (name, cell)
+        mean = sum(gains) / len(gains)
+        se = math.sqrt(sum((g - mean) ** 2 for g in gains) / (len(gains) - 1) / len(gains))
+        assert mean >= 5 * se and mean > 0, (name, cell, mean, se)
+
+
+def test_math_scales_spans_three_scales_and_25x_parameters():
+    params = {r["params"] for runs in cells("math-scales").values() for r in runs}
+    assert len(params) >= 3 and max(params) >= 25 * min(params), sorted(params)
+
+
+def test_math_small_covers_two_tasks():
+    assert len({cell.split("/")[0] for cell in cells("math-small")}) >= 2
