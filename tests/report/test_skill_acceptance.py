@@ -3,8 +3,10 @@ evals.parquet), not from the report code that summarises them: in every cell of 
 and math-scales the sampled format rate before RL is >= 0.95, and the baseline's gain in accuracy
 among well-formed sampled answers (last evaluation - first, per run) has a mean over seeds of at
 least 5 standard errors; math-scales spans >= 3 scales and >= 25x in parameters."""
+import functools
 import json
 import math
+import statistics
 from pathlib import Path
 
 import polars as pl
@@ -16,8 +18,9 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 SKILL_REPORTS = ("math-small", "reasoning", "math-scales")
 
 
+@functools.cache
 def cells(name: str) -> dict[str, list[dict]]:
-    """cell -> [{recipe, seed, params, format0, gain}] over the suite's runs (a run another suite
+    """cell -> [{recipe, params, format0, gain}] over the suite's runs (a run another suite
     trained, linked here, belongs to the cells of this suite whose expansion has its run id)."""
     where: dict[str, list[str]] = {}
     for cfg in suites.load(name).expand():
@@ -30,7 +33,7 @@ def cells(name: str) -> dict[str, list[dict]]:
         assert meta["status"] == "finished", (name, run_id)
         ev = pl.read_parquet(run / "evals.parquet").sort("step")
         cfg = meta["config"]
-        row = {"recipe": cfg["recipe"]["name"], "seed": cfg["seed"], "params": meta["model"]["params"],
+        row = {"recipe": cfg["recipe"]["name"], "params": meta["model"]["params"],
                "format0": ev.filter(pl.col("fraction") == 0)["eval/format_rate"].item(),
                "gain": ev["eval/acc_formatted"][-1] - ev["eval/acc_formatted"][0]}
         for cell in in_cells:
@@ -40,14 +43,13 @@ def cells(name: str) -> dict[str, list[dict]]:
 
 @pytest.mark.parametrize("name", SKILL_REPORTS)
 def test_every_cell_starts_well_formed_and_the_baseline_gains_5_se(name):
-    found = cells(name)
+    found, baseline = cells(name), suites.load(name).report.baseline
     assert found, name
     for cell, runs in found.items():
-        assert sum(r["format0"] for r in runs) / len(runs) >= 0.95, (name, cell)
-        gains = [r["gain"] for r in runs if r["recipe"] == "grpo"]
+        assert statistics.mean(r["format0"] for r in runs) >= 0.95, (name, cell)
+        gains = [r["gain"] for r in runs if r["recipe"] == baseline]
         assert len(gains) >= 3, (name, cell)
-        mean = sum(gains) / len(gains)
-        se = math.sqrt(sum((g - mean) ** 2 for g in gains) / (len(gains) - 1) / len(gains))
+        mean, se = statistics.mean(gains), statistics.stdev(gains) / math.sqrt(len(gains))
         assert mean >= 5 * se and mean > 0, (name, cell, mean, se)
 
 
