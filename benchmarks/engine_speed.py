@@ -23,6 +23,14 @@ run; the ratio of two figures taken minutes apart moves less):
    step, then the median of --rl-steps steps, each timed from the end of the previous one; the
    TRL run sits between the two halves of the engine's timed steps (load drift hits both). The
    mean completion length of the timed steps is printed beside each, because step time follows it.
+4. Runs per core-hour, stacked vs one at a time (issue 27): R grpo runs of one cell (seeds 0..R-1,
+   one warm start) on math-small's cell settings (16 prompts x 8, fp32, evaluations at 0, 0.5 and
+   1 of the budget with k = 4 samples), each a whole run (set-up, --stack-steps steps, its three
+   evaluations, its record), trained once one after another (`Trainer.run`) and once as one stack
+   (`bench.engine.stack.run_stack`, the Stacked ops: sampling as one StackedLM call); runs per
+   core-hour = R / CPU hours of this process (on a GPU: R / wall hours). The sides alternate per R.
+   --stack-eval sets the evaluation's held-out problems: math-small's 500 would make the benchmark
+   minutes per run; the default keeps evaluation's share of generation near a math-small run's.
 
 Every timed figure of (1) and (2) is the median of --repeats runs after one warm-up run, the two
 sides alternating so that drifting load hits both. Everything runs on --threads torch threads,
@@ -35,6 +43,7 @@ names one, and run outputs go to a temporary directory that is deleted at exit.
     python benchmarks/engine_speed.py                      # nano and micro, 1-2 min on 2 cores
     python benchmarks/engine_speed.py --scales nano,micro,small --repeats 9 --json speed.json
     python benchmarks/engine_speed.py --skip rl            # parts 1-2 only
+    python benchmarks/engine_speed.py --skip rollout-train,rl --stack-replicas 1,4,8,16   # part 4 only
 """
 from __future__ import annotations
 
@@ -68,7 +77,7 @@ from bench.engine.rollout import NativeBackend, SamplingParams  # noqa: E402
 from bench.warmstart import WarmStartConfig  # noqa: E402
 
 
-PARTS = {"rollout-train", "rl"}
+PARTS = {"rollout-train", "rl", "stacked"}
 
 
 def alternating(fns: dict, repeats: int) -> dict[str, list[float]]:
@@ -226,6 +235,52 @@ def bench_rl(args, scale: str, root: Path, log) -> dict:
     return out
 
 
+def bench_stacked(args, scale: str, root: Path, log) -> list[dict]:
+    """Part 4: per R, R whole runs one at a time and as one stack (see the module docstring)."""
+    from bench.config import EvalSchedule
+    from bench.engine.stack import run_stack
+    from bench.engine.trainer import Trainer
+
+    on_gpu = args.device != "cpu"
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    train = TrainConfig(prompts_per_step=16, group_size=8, lr=1e-4, micro_batch_size=128)
+    ev = EvalSchedule(every=0.5, n_examples=args.stack_eval, k=4)
+
+    def cfgs(R: int) -> list[RunConfig]:
+        return [RunConfig(recipe=algorithms.get("grpo"), task=args.task, scale=scale, seed=s,
+                          budget=Budget(value=args.stack_steps, kind="steps"), train=train, eval=ev,
+                          warmstart=WarmStartConfig(steps=args.warmstart_steps), threads=args.threads,
+                          device=args.device) for s in range(R)]
+
+    Trainer(cfgs(1)[0], root=root / "stack-warmup").run()  # trains the warm start into the cache, untimed
+    out = []
+    for R in [int(r) for r in args.stack_replicas.split(",") if r]:
+        timed: dict[str, tuple[float, float]] = {}
+        for side in ("single", "stacked"):
+            where = root / f"stack-{scale}-{R}-{side}"
+            sync()
+            c0, t0 = time.process_time(), time.perf_counter()
+            if side == "single":
+                res = [Trainer(c, root=where).run() for c in cfgs(R)]
+            else:
+                res = run_stack(cfgs(R), where).results
+            sync()
+            timed[side] = (time.process_time() - c0, time.perf_counter() - t0)
+            bad = [r for r in res if isinstance(r, BaseException) or r.status != "finished"]
+            if bad:
+                raise RuntimeError(f"stacked benchmark, {scale} R={R} {side}: {bad[0]}")
+        per_hour = {k: 3600 * R / (w if on_gpu else c) for k, (c, w) in timed.items()}
+        row = {"scale": scale, "R": R, "stacked_runs_per_hour": per_hour["stacked"],
+               "single_runs_per_hour": per_hour["single"], "ratio": per_hour["stacked"] / per_hour["single"],
+               "single_cpu_s": timed["single"][0], "single_wall_s": timed["single"][1],
+               "stacked_cpu_s": timed["stacked"][0], "stacked_wall_s": timed["stacked"][1],
+               "steps": args.stack_steps, "eval_examples": args.stack_eval, "device": args.device}
+        log(f"  {scale} R={R}: {row['single_runs_per_hour']:.0f} runs/h one at a time, "
+            f"{row['stacked_runs_per_hour']:.0f} stacked ({row['ratio']:.2f}x)")
+        out.append(row)
+    return out
+
+
 def count_phase_flops(ledger: Ledger) -> dict[str, int]:
     """Wrap the trainer's ledger so each step's FLOPs are also summed by phase (its charges for
     generation, frozen forwards and training are made in the rollout, reference and train phases)."""
@@ -365,6 +420,17 @@ def report(res: dict) -> str:
                        "engine phases GFLOP/s (% of peak)"], rows, left=2)]
         if ratios:
             out.append("TRL s/step ÷ engine s/step (above 1: the engine is faster): " + ", ".join(ratios))
+    if res.get("stacked"):
+        first = res["stacked"][0]
+        unit = "wall" if first["device"] != "cpu" else "CPU"
+        rows = [[r["scale"], str(r["R"]), f"{r['single_runs_per_hour']:,.0f}", f"{r['stacked_runs_per_hour']:,.0f}",
+                 f"{r['ratio']:.2f}x", f"{r['single_cpu_s']:.1f}/{r['stacked_cpu_s']:.1f}",
+                 f"{r['single_wall_s']:.1f}/{r['stacked_wall_s']:.1f}"] for r in res["stacked"]]
+        out += ["", f"4. whole grpo runs ({first['steps']} steps, 16 prompts x 8, evaluations at 0/0.5/1 on "
+                    f"{first['eval_examples']} problems x 4 samples) on {first['device']}: runs per {unit} hour, "
+                    "one at a time vs as one stack (higher is better)",
+                table(["scale", "R", "one at a time", "stacked", "stacked/one", "CPU s one/stk", "wall s one/stk"],
+                      rows)]
     return "\n".join(out)
 
 
@@ -391,6 +457,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="torch intra-op threads for everything (0: torch's default, one per core)")
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    ap.add_argument("--stack-scales", default="nano,micro", help="scales for part 4 (stacked runs)")
+    ap.add_argument("--stack-replicas", default="1,4,8", help="values of R for part 4")
+    ap.add_argument("--stack-steps", type=int, default=8, help="RL steps per run in part 4")
+    ap.add_argument("--stack-eval", type=int, default=48, help="held-out problems per evaluation in part 4")
+    ap.add_argument("--device", default="cpu", help="part 4's device (cpu or cuda)")
     args = ap.parse_args(argv)
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
@@ -408,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
                "threads": torch.get_num_threads(), "repeats": args.repeats, "max_new_tokens": args.max_new,
                "command": " ".join([Path(sys.executable).name, *sys.argv]), "args": vars(args), "scales": [], "rl": [],
                "trl_installed": has_trl(), "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
-               "matmul_peak_flop_s": matmul_peak()}
+               "matmul_peak_flop_s": matmul_peak(), "stacked": []}
         if "rollout-train" not in skip:
             for name in [s for s in args.scales.split(",") if s]:
                 res["scales"].append(bench_scale(name, task, args.prompts, args.group, args.max_new, args.repeats, log))
@@ -417,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
                 print("TRL is not installed: skipping the GRPOTrainer comparison "
                       "(install it with pip install -e '.[bench]')", flush=True)
             res["rl"] = [bench_rl(args, s, tmp, log) for s in args.rl_scales.split(",") if s]
+        if "stacked" not in skip:
+            for s in [s for s in args.stack_scales.split(",") if s]:
+                res["stacked"] += bench_stacked(args, s, tmp, log)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(report(res))

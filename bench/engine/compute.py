@@ -26,6 +26,10 @@ class Local:
     def backend(self, name: str, policy: Policy, seed: int, device: str, precision: str) -> RolloutBackend:
         return make_backend(name, policy, seed=seed, device=device, precision=precision)
 
+    def eval_backend(self, policy: Policy, chunk_size: int) -> RolloutBackend | None:
+        """The held-out evaluation's sampler; None: evaluate() builds its own, on the policy's model."""
+        return None
+
     def logprobs(self, model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                  tokens: torch.Tensor, temperature: float, with_entropy: bool = False,
                  entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:

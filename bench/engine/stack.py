@@ -20,6 +20,7 @@ loss reaches only its own weights).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,9 @@ from bench.config import RunConfig
 from bench.engine.compute import Local
 from bench.engine.policy import Policy, sequence_logprobs
 from bench.engine.backends import make_backend
-from bench.engine.rollout import RolloutBackend, SamplingParams, batch_logprobs
+from bench.engine.padding import pad_cat
+from bench.engine.rollout import Generation, NativeBackend, RolloutBackend, SamplingParams, batch_logprobs
+from bench.engine.stacked import StackedLM
 
 
 @dataclass(eq=False)
@@ -60,6 +63,59 @@ class Looped:
         return [batch_logprobs(c["model"], c["batch"], c["temperature"], c["micro_batch_size"]) for c in calls]
 
 
+class Stacked(Looped):
+    """Sampling as StackedLM.generate over the weights the replicas' samplers hold at the call (the
+    rollouts and the evaluations: most of a tiny model's step on a CPU); log-probs, frozen passes
+    and backward passes as Looped.
+
+    Every call goes through a stack, a lone one too (a stack of one), so a replica's tokens come from
+    the same code whichever companions share its group: its records do not depend on them (the
+    sampler's row floor, MIN_ROWS in stacked.py, keeps its matmuls on one kernel path). Against a run
+    alone (NativeBackend) a row can differ where float rounding flips a token, as stacked.py says.
+    A call of several chunks (the backend's chunk_size) draws the chunks in turn from one generator
+    per replica, as NativeBackend does. Calls of unequal sizes run as separate stacks. A sampler
+    at a rounded precision, or a model the fused forward does not cover, samples as Looped.
+    """
+
+    def __init__(self) -> None:
+        self._stacks: dict[int, StackedLM] = {}  # by number of replicas: leaves reused, weights refilled
+
+    def generate(self, calls: list[dict]) -> list:
+        out: list = [None] * len(calls)
+        sized: dict[int, list[int]] = {}
+        for i, c in enumerate(calls):
+            b = c["backend"]
+            if b.precision != "fp32" or not b.fused:
+                out[i] = b.generate(c["prompts"], c["params"])
+            else:
+                sized.setdefault(len(c["prompts"]), []).append(i)
+        for n, idx in sized.items():
+            for i, g in zip(idx, self._generate([calls[i] for i in idx], n)):
+                out[i] = g
+        return out
+
+    def _generate(self, calls: list[dict], n: int) -> list:
+        backends = [c["backend"] for c in calls]
+        stack = self._stacks.get(len(calls))
+        if stack is None:  # the replicas of one stack share an architecture: load_replica checks it
+            stack = self._stacks[len(calls)] = StackedLM(backends[0].model, len(calls))
+        with torch.no_grad():
+            for r, b in enumerate(backends):
+                stack.load_replica(r, b.model)
+        device = stack.inv_freq.device
+        gens = [torch.Generator(device=device).manual_seed(c["params"].seed) for c in calls]
+        size = backends[0].chunk_size or n
+        parts = [stack.generate([c["prompts"][i:i + size] for c in calls], calls[0]["params"], gens,
+                                backends[0].pad_id, backends[0].eos_id, drop_finished=backends[0].drop_finished)
+                 for i in range(0, n, size)]
+        if len(parts) == 1:
+            return parts[0]
+        pad = backends[0].pad_id
+        return [Generation(tokens=pad_cat([p[r].tokens for p in parts], pad), mask=pad_cat([p[r].mask for p in parts], 0.0),
+                           logp=pad_cat([p[r].logp for p in parts], 0.0), truncated=torch.cat([p[r].truncated for p in parts]))
+                for r in range(len(calls))]
+
+
 class Server:
     """The rendezvous of R replica threads: a call waits until every live replica waits, then each
     group of like calls runs at once, in the thread of the replica that arrived last."""
@@ -74,6 +130,7 @@ class Server:
         self.setup_lock = threading.Lock()
         self.calls = {"generate": 0, "logprobs": 0, "frozen": 0, "backward": 0}  # groups run, by kind
         self.requests = dict.fromkeys(self.calls, 0)
+        self.seconds = dict.fromkeys(self.calls, 0.0)  # wall seconds in each kind's groups
 
     def request(self, replica: int, kind: str, key: Any, **payload) -> Any:
         req = _Request(replica, kind, key, payload)
@@ -126,6 +183,7 @@ class Server:
         kind = group[0].kind
         self.calls[kind] += 1
         self.requests[kind] += len(group)
+        t0 = time.perf_counter()
         try:
             if kind == "backward":
                 torch.autograd.backward([r.payload["loss"] for r in group])
@@ -146,6 +204,8 @@ class Server:
             for r in group:
                 r.error, r.done = e, True
             return
+        finally:
+            self.seconds[kind] += time.perf_counter() - t0
         for r, res in zip(group, results):
             r.result, r.done = res, True
 
@@ -184,6 +244,11 @@ class Replica(Local):
                              "(--stack 1)")
         return _Backend(make_backend(name, policy, seed=seed, device=device, precision=precision), self)
 
+    def eval_backend(self, policy: Policy, chunk_size: int) -> RolloutBackend:
+        """The evaluation's sampler: the one a run alone builds, its sampling run by the server (with
+        the other replicas' evaluations, which fall at the same fractions of the budget)."""
+        return _Backend(NativeBackend(policy.model, policy.pad_id, policy.eos_id, chunk_size=chunk_size), self)
+
     def logprobs(self, model, prompt_ids, prompt_mask, tokens, temperature, with_entropy=False, entropy_grad=False):
         key = (temperature, with_entropy, entropy_grad, torch.is_grad_enabled())
         out, fid = self.server.request(self.index, "logprobs", key, model=model, prompt_ids=prompt_ids,
@@ -212,11 +277,13 @@ class StackOutcome:
     results: list = field(default_factory=list)
     calls: dict = field(default_factory=dict)  # server groups run, by kind
     requests: dict = field(default_factory=dict)  # replica calls served, by kind
+    seconds: dict = field(default_factory=dict)  # wall seconds the server spent on each kind's groups
 
 
 def run_stack(cfgs: list[RunConfig], root: Path, ops=None, trainer_kw: Callable[[RunConfig], dict] | None = None
               ) -> StackOutcome:
-    """Train `cfgs` as one stack (threads sharing one server); every replica writes its own record.
+    """Train `cfgs` as one stack (threads sharing one server; ops: Stacked unless given); every
+    replica writes its own record.
     trainer_kw(cfg): more Trainer arguments for a replica (its own callbacks). Returns each replica's
     RunResult, or the exception its run raised (a `failed` record is written for it, as for a run
     alone)."""
@@ -224,7 +291,7 @@ def run_stack(cfgs: list[RunConfig], root: Path, ops=None, trainer_kw: Callable[
 
     if not cfgs:
         raise ValueError("run_stack needs at least one run")
-    server = Server(ops or Looped(), len(cfgs))
+    server = Server(ops or Stacked(), len(cfgs))
     trainers = [Trainer(c, root=root, compute=Replica(server, i), **(trainer_kw(c) if trainer_kw else {}))
                 for i, c in enumerate(cfgs)]
     results: list = [None] * len(cfgs)
@@ -242,4 +309,4 @@ def run_stack(cfgs: list[RunConfig], root: Path, ops=None, trainer_kw: Callable[
         t.start()
     for t in threads:
         t.join()
-    return StackOutcome(results, dict(server.calls), dict(server.requests))
+    return StackOutcome(results, dict(server.calls), dict(server.requests), dict(server.seconds))

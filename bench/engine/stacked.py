@@ -253,7 +253,8 @@ class StackedLM:
         computed; replica r's rows are [its U prompts · P | its real tokens], padded to the
         largest U and real-token count of the stack with rows that nothing reads (the padding's
         cost: a pass runs at its longest replica's size). 0 on padding after EOS, as there.
-        Replicas run k at a time, as many as keep a pass's largest activation under PASS_BYTES.
+        On a CPU, replicas run k at a time, as many as keep a pass's largest activation under
+        PASS_BYTES; elsewhere all at once.
 
         replicas: only these replicas (R = their number), e.g. slice(i, i + k) to run a forward and
         backward per group of replicas and so hold one group's activations at a time; a backward
@@ -269,7 +270,8 @@ class StackedLM:
                              f"(R={n}, B, ...) each")
         U, N = self._sizes(prompt_ids, prompt_mask, completion)
         per = (U * prompt_ids.shape[-1] + N).max() * max(2 * self.I, self.V) * self.params["embed"].element_size()
-        k = max(1, min(R, PASS_BYTES // int(per)))
+        # the cap is the CPU allocator's (PASS_BYTES); a GPU's caching allocator reuses blocks of any size
+        k = max(1, min(R, PASS_BYTES // int(per))) if completion.device.type == "cpu" else R
         if k == R:
             return self._logprobs(params, prompt_ids, prompt_mask, completion, temperature, with_entropy,
                                   entropy_grad)
@@ -413,12 +415,14 @@ class StackedLM:
         return list(bufs)
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[list[int]]], params: SamplingParams, seeds: list[int], pad_id: int,
-                 eos_id: int, drop_finished: bool | None = None) -> list[Generation]:
+    def generate(self, prompts: list[list[list[int]]], params: SamplingParams, seeds: list[int | torch.Generator],
+                 pad_id: int, eos_id: int, drop_finished: bool | None = None) -> list[Generation]:
         """NativeBackend.generate for every replica at once: replica r samples prompts[r] with
         SamplingParams(seed=seeds[r]) (params.seed unused), the same random stream (its own
         generator, one torch.rand(B) per token) and the same inverse-CDF pick, so its tokens are
         NativeBackend's for its weights and seed (up to float rounding of logits flipping a token).
+        A seed may be a generator on the stack's device: its stream goes on from where it is (as
+        NativeBackend's one generator goes on across the chunks of one call).
 
         Every replica needs the same number B of prompts. All R·B rows decode as one batch, B per
         replica. On the CPU (drop_finished None) finished rows leave once DROP_AT of the rows could:
@@ -434,7 +438,7 @@ class StackedLM:
             raise ValueError(f"generate() needs the same number (> 0) of prompts per replica, got {[len(p) for p in prompts]}")
         device = self.inv_freq.device
         drop = device.type == "cpu" if drop_finished is None else drop_finished
-        gens = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+        gens = [s if isinstance(s, torch.Generator) else torch.Generator(device=device).manual_seed(s) for s in seeds]
         H, Hkv, d, L = self.H, self.Hkv, self.d, params.max_new_tokens
         # prefix sharing: each replica's distinct prompts prefilled once; replicas padded to the most (U)
         index = [{} for _ in range(R)]

@@ -145,7 +145,12 @@ def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, cali
         wall = total_s / plan.workers
         print(f"\nestimated time for {len(pending)} pending run(s): ~{fmt_seconds(wall)} on {plan.workers} worker(s) "
               f"({fmt_seconds(total_s)} of run time); an estimate from a short calibration per cell", file=out)
-        missing = [n for n, cal in cals.items() if not cal["warmstart_cached"]]
-        if missing:
-            print(f"plus the warm-start SFT of {', '.join(missing)} (not cached yet; trained once, then reused)",
-                  file=out)
+    # every warm start the pending runs load, not only the calibrated run's (a cell of several warm starts)
+    missing: dict[str, set[int]] = {}
+    for c in pending:
+        if c.warmstart.steps != 0 and not warmstart_cached(c):
+            missing.setdefault(c.tags["cell"], set()).add(c.warmstart.seed)
+    if missing:
+        which = "; ".join(f"{cell} (warm-start seed{'s' if len(ws) > 1 else ''} {', '.join(map(str, sorted(ws)))})"
+                          for cell, ws in missing.items())
+        print(f"plus the warm-start SFT of {which}: not cached yet; each trained once, then reused", file=out)

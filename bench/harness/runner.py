@@ -78,13 +78,16 @@ def execution_order(suite: Suite, cfgs: list[RunConfig]) -> list[RunConfig]:
 
 
 def stackable(cfg: RunConfig) -> str | None:
-    """The key runs must share to train as one stack (their configs apart from the seed), or None
-    when this run trains alone (its parts draw from torch's global generator, or another backend)."""
+    """The key runs must share to train as one stack (their configs apart from the seed and the warm
+    start's seed: each replica loads its own warm start), or None when this run trains alone (its parts
+    draw from torch's global generator, or another backend)."""
     if cfg.recipe.needs.global_rng or cfg.rollout.backend != "native":
         return None
     d = cfg.to_dict()
     for k in ("seed", "tags", "threads"):
         d.pop(k)
+    if isinstance(d.get("warmstart"), dict):
+        d["warmstart"].pop("seed", None)
     return json.dumps(d, sort_keys=True)
 
 

@@ -112,8 +112,14 @@ def test_dry_run_plan_marks_done_and_estimates(reference, tmp_path):
     print_plan(SMOKE, cfgs, tmp_path / "fresh", make_plan(SMOKE, N_RUNS, workers=2, threads=1), out=out)
     text = out.getvalue()
     assert len(re.findall(r"^[0-9a-f]{12} .* pending +\d", text, re.M)) == N_RUNS and "s/step" in text and "estimated time" in text, text
-    assert "warm start not cached" not in text
+    assert "warm start not cached" not in text and "warm-start SFT" not in text
     assert not (tmp_path / "fresh").exists()  # a dry run writes nothing
+    # a cell of several warm starts: every one the pending runs load is checked, not only the first's
+    other = [c.replace(warmstart=c.warmstart.replace(seed=977)) if i == len(cfgs) - 1 else c for i, c in enumerate(cfgs)]
+    out = io.StringIO()
+    print_plan(SMOKE, other, tmp_path / "fresh", make_plan(SMOKE, N_RUNS, workers=2, threads=1), calibrate_time=False,
+               out=out)
+    assert f"warm-start SFT of {other[-1].tags['cell']} (warm-start seed 977): not cached yet" in out.getvalue(), out.getvalue()
 
 
 def _marked_pids(mark: str) -> list[int]:
