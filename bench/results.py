@@ -32,6 +32,7 @@ import polars as pl
 
 from algorithms import metrics
 from algorithms.errors import InputError
+from bench.numerics import cpu_capability
 
 # Columns every record has, before its metrics (evals also carry the ledger's FLOPs at the evaluation).
 STEP_INDEX = {"step": pl.Int64}
@@ -264,7 +265,8 @@ def environment() -> dict:
     import torch
 
     hw = {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
-          "python": platform.python_version(), "torch_threads": torch.get_num_threads()}
+          "python": platform.python_version(), "torch_threads": torch.get_num_threads(),
+          "cpu_capability": cpu_capability()}
     if torch.cuda.is_available():
         hw["gpu"] = torch.cuda.get_device_name(0)
     return {"packages": pkgs, "git_commit": commit, "git_dirty": bool(changes), "hardware": hw,

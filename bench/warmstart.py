@@ -37,6 +37,7 @@ from transformers import AutoModelForCausalLM
 
 from algorithms.errors import InputError, MissingInput
 from bench import models
+from bench.numerics import PINNED_ISA, cpu_capability
 from bench.config import EvalConfig, WarmStartConfig
 from bench.engine.evaluate import evaluate
 from bench.engine.policy import Policy
@@ -48,7 +49,7 @@ WARMSTART_VERSION = 3  # 2: Qwen2Tokenizer-based tokenizers; 3: keys carry the c
 # change to any of them changes every key. tests/test_warmstart.py traces a warm start and fails
 # when it executes a file of ours that this list misses.
 SFT_MODULES = ("bench.config", "bench.engine.evaluate", "bench.engine.fused", "bench.engine.padding", "bench.engine.policy",
-               "bench.engine.rollout", "bench.models", "bench.tasks", "bench.typed", "bench.warmstart")
+               "bench.engine.rollout", "bench.models", "bench.numerics", "bench.tasks", "bench.typed", "bench.warmstart")
 # Libraries whose arithmetic or data the checkpoint depends on (exact versions).
 SFT_PACKAGES = ("torch", "transformers", "tokenizers", "safetensors", "reasoning-gym", "math-verify")
 
@@ -157,7 +158,9 @@ def code_fingerprint() -> str:
 
 def warmstart_key(task, scale: models.Scale, cfg: WarmStartConfig, device: str = "cpu") -> str:
     """The cache key: task config, scale, resolved warm-start config, the code fingerprint and the
-    kind of device that trains it (a GPU's kernels round differently from the CPU's)."""
+    kind of device that trains it (a GPU's kernels round differently from the CPU's); on the CPU, the
+    instruction set its kernels use when it is not the pinned AVX2 (numerics.py: AVX-512 rounds
+    otherwise), so a cache never hands one ISA's checkpoint to the other."""
     ws = _config_dict(cfg.resolve(task.name, scale.name))
     ws.pop("calibrated", None)  # where steps and lr came from, not what trains: a calibrated run reuses the rung
     payload = {
@@ -168,6 +171,8 @@ def warmstart_key(task, scale: models.Scale, cfg: WarmStartConfig, device: str =
         "code": code_fingerprint(),
         "device": torch.device(device).type,
     }
+    if payload["device"] == "cpu" and cpu_capability() != PINNED_ISA:  # keys of pinned runs as before the pin
+        payload["cpu_isa"] = cpu_capability()
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -1,0 +1,29 @@
+"""Which CPU instruction set torch's kernels use, pinned for bit-reproducible runs across x86 machines.
+
+Float matmuls and reductions round differently on AVX2 and AVX-512 code paths (the summation order
+changes with the vector width), and RL amplifies a last-bit difference into other samples within a
+few steps. `pin_cpu_isa` (called on `import bench`, before torch computes) caps PyTorch's, MKL's and
+oneDNN's dispatch at AVX2, the widest ISA every x86-64 machine we run on has. A variable the user
+already set is kept. Other architectures (arm64) are left alone: their kernels differ anyway.
+"""
+from __future__ import annotations
+
+import os
+import platform
+
+PINNED_ISA = "AVX2"  # what run.json's hardware.cpu_capability says on a pinned x86-64 machine
+PIN = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def pin_cpu_isa() -> None:
+    """Set PIN's variables that are unset, on x86-64 only."""
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        for k, v in PIN.items():
+            os.environ.setdefault(k, v)
+
+
+def cpu_capability() -> str:
+    """The ISA torch's CPU kernels dispatch to in this process (AVX2, AVX512, DEFAULT, SVE256, ...)."""
+    import torch
+
+    return str(torch.backends.cpu.get_cpu_capability())
