@@ -2,6 +2,8 @@ import os
 
 import pytest
 
+import bench  # noqa: F401  first: pins CPU numerics before a test module's torch loads numpy's OpenBLAS (bench/numerics.py)
+
 
 @pytest.fixture(scope="session")
 def bench_cache(tmp_path_factory):

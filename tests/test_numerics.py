@@ -8,13 +8,15 @@ import sys
 
 import pytest
 
+from bench.numerics import PIN
+
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 KEY = ("from bench import models, tasks, warmstart; from bench.config import WarmStartConfig;"
        "print(warmstart.warmstart_key(tasks.get('addition'), models.get('nano'), WarmStartConfig(steps=10)))")
 
 
 def _py(code: str, **env) -> str:
-    e = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")}
+    e = {k: v for k, v in os.environ.items() if k not in PIN}
     out = subprocess.run([sys.executable, "-c", code], env={**e, **env}, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
@@ -22,9 +24,10 @@ def _py(code: str, **env) -> str:
 
 @pytest.mark.skipif(not X86, reason="the pin is for x86-64 machines")
 def test_import_bench_pins_avx2_and_a_users_setting_wins():
-    code = "import torch, bench, os; print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_ENABLE_INSTRUCTIONS'])"
-    assert _py(code) == "AVX2 AVX2"  # torch imported first: it has computed nothing yet, so the pin still holds
-    assert _py(code, ATEN_CPU_CAPABILITY="default", MKL_ENABLE_INSTRUCTIONS="SSE4_2") == "DEFAULT SSE4_2"
+    code = ("import torch, bench, os; print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_ENABLE_INSTRUCTIONS'],"
+            "os.environ['OPENBLAS_CORETYPE'])")
+    assert _py(code) == "AVX2 AVX2 Haswell"  # torch imported first: it has computed nothing yet, so the pin still holds
+    assert _py(code, ATEN_CPU_CAPABILITY="default", MKL_ENABLE_INSTRUCTIONS="SSE4_2") == "DEFAULT SSE4_2 Haswell"
 
 
 def test_run_json_records_the_isa():

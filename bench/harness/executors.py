@@ -19,6 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from algorithms.errors import InputError
 from bench.harness.worker import init_local_worker, run_job
+from bench.numerics import pinned_env
 
 Job = tuple[list[dict], str, bool, dict | None]  # ([RunConfig.to_dict(), ...], results root, wait for the locks, options)
 
@@ -98,10 +99,12 @@ class RayExecutor:
         except ImportError:
             raise InputError("--executor ray needs Ray: pip install 'grpo-bench[ray]'") from None
         self.ray = ray
+        # a cluster's workers get this process's CPU numerics pin (bench/numerics.py), whatever their environment
+        env = {"env_vars": pinned_env()}
         if self.address:
-            ray.init(address=self.address, log_to_driver=False)
+            ray.init(address=self.address, log_to_driver=False, runtime_env=env)
         else:  # a private local instance sized to the requested concurrency
-            ray.init(num_cpus=self.workers * self.threads, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=self.workers * self.threads, include_dashboard=False, log_to_driver=False, runtime_env=env)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -2,7 +2,8 @@
 evals.parquet), not from the report code that summarises them: in every cell of math-small, reasoning
 and math-scales the sampled format rate before RL is >= 0.95, and the baseline's gain in accuracy
 among well-formed sampled answers (last evaluation - first, per run) has a mean over seeds of at
-least 5 standard errors; math-scales spans >= 3 scales and >= 25x in parameters."""
+least 5 standard errors; math-scales spans >= 3 scales and >= 25x in parameters; math-small covers 2
+tasks and its power table decides at 2 points."""
 import functools
 import json
 import math
@@ -60,3 +61,14 @@ def test_math_scales_spans_three_scales_and_25x_parameters():
 
 def test_math_small_covers_two_tasks():
     assert len({cell.split("/")[0] for cell in cells("math-small")}) >= 2
+
+
+def test_math_small_decides_at_2_points_in_every_cell():
+    """Issue 22, acceptance 2: the minimum detectable difference on the primary metric (the report's
+    power table: paired by seed, Holm over the cell's comparisons, power 0.8) is <= 0.02 in every cell."""
+    s = suites.load("math-small")
+    power = pl.read_csv(REPORTS / "math-small" / "power.csv").filter(pl.col("primary"))
+    assert s.report.margin <= 0.02
+    assert sorted(power["cell"]) == sorted(c.name for c in s.cells)
+    for row in power.iter_rows(named=True):
+        assert row["mdd"] <= 0.02, row
