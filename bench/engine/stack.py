@@ -73,7 +73,8 @@ class Stacked(Looped):
     sampler's row floor, MIN_ROWS in stacked.py, keeps its matmuls on one kernel path). Against a run
     alone (NativeBackend) a row can differ where float rounding flips a token, as stacked.py says.
     A call of several chunks (the backend's chunk_size) draws the chunks in turn from one generator
-    per replica, as NativeBackend does. Calls of unequal sizes run as separate stacks. A sampler
+    per replica, as NativeBackend does. Calls of unequal sizes or chunkings (a replica's rollout beside
+    another's evaluation, where replicas drift apart) run as separate stacks. A sampler
     at a rounded precision, or a model the fused forward does not cover, samples as Looped.
     """
 
@@ -82,14 +83,14 @@ class Stacked(Looped):
 
     def generate(self, calls: list[dict]) -> list:
         out: list = [None] * len(calls)
-        sized: dict[int, list[int]] = {}
+        sized: dict[tuple, list[int]] = {}  # calls that can share a stack: size, chunking, special tokens
         for i, c in enumerate(calls):
             b = c["backend"]
             if b.precision != "fp32" or not b.fused:
                 out[i] = b.generate(c["prompts"], c["params"])
             else:
-                sized.setdefault(len(c["prompts"]), []).append(i)
-        for n, idx in sized.items():
+                sized.setdefault((len(c["prompts"]), b.chunk_size, b.pad_id, b.eos_id, b.drop_finished), []).append(i)
+        for (n, *_), idx in sized.items():
             for i, g in zip(idx, self._generate([calls[i] for i in idx], n)):
                 out[i] = g
         return out
