@@ -4,8 +4,9 @@ Float matmuls and reductions round differently on AVX2 and AVX-512 code paths (t
 changes with the vector width), and RL amplifies a last-bit difference into other samples within a
 few steps; a report's curve fits (scipy on OpenBLAS) can land on another local optimum. `pin_cpu_isa`
 (called on `import bench`, before torch computes or numpy loads OpenBLAS) caps PyTorch's, MKL's,
-oneDNN's and OpenBLAS's dispatch at AVX2, the widest ISA every x86-64 machine we run on has. A variable the user
-already set is kept. Other architectures (arm64) are left alone: their kernels differ anyway.
+oneDNN's and OpenBLAS's dispatch at AVX2, the widest ISA every x86-64 machine we run on has. A
+variable the user already set is kept. Other architectures (arm64) are left alone: their kernels
+differ anyway (a Ray cluster mixing architectures gets the driver's pin on every node: keep one).
 """
 from __future__ import annotations
 
