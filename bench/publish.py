@@ -178,6 +178,7 @@ class Outcome:
     differences: list[str] = field(default_factory=list)
     error: str = ""
     added: list[str] = field(default_factory=list)  # columns the rerun logs that the committed run predates
+    hint: str | None = None  # a likely cause of the differences (isa_hint)
 
     @property
     def identical(self) -> bool:
@@ -371,6 +372,8 @@ def reproduce(report_dir: Path, n: int, only: Iterable[str] = (), cache: Path | 
                 continue
             o.differences.extend(compare_runs(report_dir / "data" / "runs" / rid, new_dir))
             o.added = added_columns(report_dir / "data" / "runs" / rid, new_dir)
+            if o.differences:
+                o.hint = isa_hint(report_dir / "data" / "runs" / rid, new_dir)
         print(f"reran {len(ids)} run(s) in {_secs(time.monotonic() - t0)}", file=out)
     for o in outcomes.values():
         head = f"{o.run_id} {o.cell} {o.recipe} seed {o.seed}: "
@@ -381,10 +384,23 @@ def reproduce(report_dir: Path, n: int, only: Iterable[str] = (), cache: Path | 
             print(head + ("FAILED: " + o.error if o.error else f"DIFFERS in {len(o.differences)} place(s)"), file=out)
             for d in o.differences:
                 print(f"    {d}", file=out)
+            if o.hint:
+                print(f"    ({o.hint})", file=out)
     bad = [o for o in outcomes.values() if not o.identical]
     print(f"{len(outcomes) - len(bad)} of {len(outcomes)} reruns identical" +
           ("" if not bad else f"; {len(bad)} differ: the report does not reproduce from this tree"), file=out)
     return list(outcomes.values())
+
+
+def isa_hint(old_dir: Path, new_dir: Path) -> str | None:
+    """Why a rerun may differ: the CPU kernels' ISA of the published run and of the rerun
+    (run.json hardware.cpu_capability, recorded since 2026-12-05), when they differ."""
+    old, new = ((json.loads((d / "run.json").read_text()).get("hardware") or {}).get("cpu_capability") for d in (old_dir, new_dir))
+    if new is None or old == new:
+        return None
+    where = f"at {old}" if old else "before runs recorded their ISA"
+    return (f"the published run was trained {where}, the rerun at {new}: kernels of another width round otherwise "
+            "(bench/numerics.py pins AVX2 on x86-64 unless ATEN_CPU_CAPABILITY is set)")
 
 
 def _secs(s) -> str:

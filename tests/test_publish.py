@@ -48,6 +48,21 @@ def smoke_results(bench_cache, tmp_path_factory):
     return root
 
 
+def test_a_differing_rerun_names_the_isa_when_it_changed(tmp_path):
+    def run(name: str, isa: str | None) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        hw = {"machine": "x86_64"} | ({"cpu_capability": isa} if isa else {})
+        (d / "run.json").write_text(json.dumps({"hardware": hw}))
+        return d
+
+    assert publish.isa_hint(run("a", "AVX2"), run("b", "AVX2")) is None
+    hint = publish.isa_hint(run("c", "AVX512"), run("d", "AVX2"))
+    assert "trained at AVX512, the rerun at AVX2" in hint and "numerics.py" in hint
+    assert "before runs recorded their ISA" in publish.isa_hint(run("e", None), run("f", "AVX512"))
+    assert publish.isa_hint(run("g", "AVX2"), run("h", None)) is None
+
+
 @pytest.mark.e2e  # `make test-e2e`: trains the smoke suite (and reruns it from scratch)
 def test_publish_refuses_dirty_unhashed_missing_and_mixed_runs(smoke_results, tmp_path):
     root = tmp_path / "results"
