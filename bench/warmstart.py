@@ -171,7 +171,7 @@ def warmstart_key(task, scale: models.Scale, cfg: WarmStartConfig, device: str =
         "code": code_fingerprint(),
         "device": torch.device(device).type,
     }
-    if payload["device"] == "cpu" and cpu_capability() != PINNED_ISA:  # keys of pinned runs as before the pin
+    if payload["device"] == "cpu" and cpu_capability() != PINNED_ISA:  # a pinned run's key has no ISA field
         payload["cpu_isa"] = cpu_capability()
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
