@@ -145,12 +145,15 @@ def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, cali
         wall = total_s / plan.workers
         print(f"\nestimated time for {len(pending)} pending run(s): ~{fmt_seconds(wall)} on {plan.workers} worker(s) "
               f"({fmt_seconds(total_s)} of run time); an estimate from a short calibration per cell", file=out)
-    # every warm start the pending runs load, not only the calibrated run's (a cell of several warm starts)
-    missing: dict[str, set[int]] = {}
+    # every warm start the pending runs load, not only the calibrated run's (a cell of several warm starts),
+    # each once however many cells share it (a regime that changes only the RL settings)
+    missing: dict[str, tuple[str, int, list[str]]] = {}  # key -> (task/scale, warm-start seed, cells)
     for c in pending:
         if c.warmstart.steps != 0 and not warmstart_cached(c):
-            missing.setdefault(c.tags["cell"], set()).add(c.warmstart.seed)
+            key = warmstart_key(tasks.get(c.task, **c.task_params), models.get(c.scale), c.warmstart, c.device)
+            cells = missing.setdefault(key, (f"{c.task}/{c.scale}", c.warmstart.seed, []))[2]
+            if c.tags["cell"] not in cells:
+                cells.append(c.tags["cell"])
     if missing:
-        which = "; ".join(f"{cell} (warm-start seed{'s' if len(ws) > 1 else ''} {', '.join(map(str, sorted(ws)))})"
-                          for cell, ws in missing.items())
-        print(f"plus the warm-start SFT of {which}: not cached yet; each trained once, then reused", file=out)
+        which = "; ".join(f"{ts} warm-start seed {ws} (for {', '.join(cells)})" for ts, ws, cells in missing.values())
+        print(f"plus {len(missing)} warm-start SFT(s) not cached yet, each trained once, then reused: {which}", file=out)

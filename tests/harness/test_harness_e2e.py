@@ -119,7 +119,9 @@ def test_dry_run_plan_marks_done_and_estimates(reference, tmp_path):
     out = io.StringIO()
     print_plan(SMOKE, other, tmp_path / "fresh", make_plan(SMOKE, N_RUNS, workers=2, threads=1), calibrate_time=False,
                out=out)
-    assert f"warm-start SFT of {other[-1].tags['cell']} (warm-start seed 977): not cached yet" in out.getvalue(), out.getvalue()
+    c = other[-1]
+    assert (f"plus 1 warm-start SFT(s) not cached yet, each trained once, then reused: {c.task}/{c.scale} warm-start "
+            f"seed 977 (for {c.tags['cell']})") in out.getvalue(), out.getvalue()
 
 
 def _marked_pids(mark: str) -> list[int]:
