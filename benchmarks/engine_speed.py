@@ -28,7 +28,7 @@ run; the ratio of two figures taken minutes apart moves less):
    1 of the budget with k = 4 samples), each a whole run (set-up, --stack-steps steps, its three
    evaluations, its record), trained once one after another (`Trainer.run`) and once as one stack
    (`bench.engine.stack.run_stack`, the Stacked ops: sampling as one StackedLM call); runs per
-   core-hour = R / CPU hours of this process (on a GPU: R / wall hours). The sides alternate per R.
+   core-hour = R / CPU hours of this process (on a GPU: R / wall hours). Per R, one at a time first.
    --stack-eval sets the evaluation's held-out problems: math-small's 500 would make the benchmark
    minutes per run; the default keeps evaluation's share of generation near a math-small run's.
 

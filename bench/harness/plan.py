@@ -29,9 +29,16 @@ from bench.suite import Suite
 from bench.warmstart import cache_dir, warmstart_key
 
 
-def warmstart_cached(cfg: RunConfig) -> bool:
-    key = warmstart_key(tasks.get(cfg.task, **cfg.task_params), models.get(cfg.scale), cfg.warmstart, cfg.device)
+def cfg_warmstart_key(cfg: RunConfig) -> str:
+    return warmstart_key(tasks.get(cfg.task, **cfg.task_params), models.get(cfg.scale), cfg.warmstart, cfg.device)
+
+
+def key_cached(key: str) -> bool:
     return (cache_dir() / "warmstart" / key / "warmstart.json").is_file()
+
+
+def warmstart_cached(cfg: RunConfig) -> bool:
+    return key_cached(cfg_warmstart_key(cfg))
 
 
 @contextlib.contextmanager
@@ -149,8 +156,10 @@ def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, cali
     # each once however many cells share it (a regime that changes only the RL settings)
     missing: dict[str, tuple[str, int, list[str]]] = {}  # key -> (task/scale, warm-start seed, cells)
     for c in pending:
-        if c.warmstart.steps != 0 and not warmstart_cached(c):
-            key = warmstart_key(tasks.get(c.task, **c.task_params), models.get(c.scale), c.warmstart, c.device)
+        if c.warmstart.steps == 0:
+            continue
+        key = cfg_warmstart_key(c)
+        if not key_cached(key):
             cells = missing.setdefault(key, (f"{c.task}/{c.scale}", c.warmstart.seed, []))[2]
             if c.tags["cell"] not in cells:
                 cells.append(c.tags["cell"])

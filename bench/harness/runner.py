@@ -86,8 +86,7 @@ def stackable(cfg: RunConfig) -> str | None:
     d = cfg.to_dict()
     for k in ("seed", "tags", "threads"):
         d.pop(k)
-    if isinstance(d.get("warmstart"), dict):
-        d["warmstart"].pop("seed", None)
+    d["warmstart"].pop("seed")
     return json.dumps(d, sort_keys=True)
 
 
