@@ -114,7 +114,7 @@ def test_plan_divides_cores(suite, monkeypatch):
 TWELVE = algorithms.names("family_2025")
 
 
-@pytest.mark.parametrize("name, n_runs, n_cells", [("smoke", None, 1), ("math-small", 76, 3), ("addition-format", 180, 2),
+@pytest.mark.parametrize("name, n_runs, n_cells", [("smoke", None, 1), ("math-small", 48, 2), ("grad-clip", 56, 2), ("addition-format", 180, 2),
                                                    ("reasoning", 276, 5), ("math-medium", 216, 6),
                                                    ("math-scales", 36, 3), ("claims", 135, 5)])
 def test_shipped_suites_load(name, n_runs, n_cells):
@@ -127,12 +127,20 @@ def test_shipped_suites_load(name, n_runs, n_cells):
         assert sorted(s.recipes) == sorted(TWELVE) and set(TWELVE) <= set(algorithms.names())
         assert len(s.seeds) == {"addition-format": 10, "reasoning": 5}.get(name, 3)
     if name == "math-small":  # the default: reasoning's addition and gcd cells for four recipes (at default
-        # settings the same runs, but gcd's seed 6), and the same gcd cell with the gradient-norm clip off
+        # settings the same runs, but gcd's seed 6)
         reasoning = {c.run_id for c in suites.load("reasoning").expand()}
         defaults = suites.load(name, tuned=False).expand()
-        shared = {c.run_id for c in defaults if c.tags["regime"] != "noclip" and c.seed < 6}
+        shared = {c.run_id for c in defaults if c.seed < 6}
         assert set(s.recipes) < set(TWELVE) and shared <= reasoning and len(shared) == 4 * (5 + 6)
         assert {c.seed for c in defaults if c.tags["regime"] == "warmstarts3"} == set(range(7))
-        assert {c.train.grad_clip for c in defaults if c.tags["regime"] == "noclip"} == {0}
         assert s.report.accuracy == "eval/acc_formatted" and s.warmstart.calibrated
+    if name == "grad-clip":  # math-small's gcd cell (the same runs: its lrs are math-small's tuned ones) and
+        # that cell with the gradient-norm clip off, run for run
+        small = {c.run_id for c in suites.load("math-small").expand() if c.tags["cell"].startswith("gcd/")}
+        clipped = {c.run_id for c in cfgs if c.tags["regime"] == "warmstarts3"}
+        assert clipped == small and len(clipped) == 4 * 7
+        twins = {(c.recipe.name, c.seed, c.train.lr, c.warmstart.seed) for c in cfgs if c.tags["regime"] == "noclip"}
+        assert twins == {(c.recipe.name, c.seed, c.train.lr, c.warmstart.seed) for c in cfgs
+                         if c.tags["regime"] == "warmstarts3"}
+        assert {c.train.grad_clip for c in cfgs if c.tags["regime"] == "noclip"} == {0}
     assert name in suites.names()
