@@ -346,7 +346,7 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         if not args.no_report:
             from bench.report import default_dir
 
-            preflight.check_writable(default_dir(s.name), "report directory")
+            preflight.check_writable(default_dir(s.name, root), "report directory")
     pending = [c for c in cfgs if not results.is_finished(root, c.run_id)]
     plan = runner.make_plan(s, len(pending), args.executor, args.workers, args.threads, args.device, args.address,
                             args.gpus_per_run, args.stack)
@@ -467,7 +467,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     s = suites.load(args.suite)
     root = _root(args)
     preflight.check_readable(root, "results directory")
-    out = Path(args.out) if args.out else report.default_dir(s.name)
+    out = Path(args.out) if args.out else report.default_dir(s.name, root)
     preflight.check_writable(out, "report directory")  # before the tables and figures are built
     if (out / "figures").exists() and not (out / "figures").is_dir():
         raise errors.InputError(f"report directory {out}: {out / 'figures'} is a file; the report writes its figures there")
@@ -643,7 +643,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_results(su)
     su.add_argument("--retry-failed", action="store_true",
                     help="rerun runs whose record says `failed` (a crash; diverged runs are results and stay)")
-    su.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    su.add_argument("--no-report", action="store_true", help="do not write the report (RESULTS/reports/SUITE) at the end")
     _add_live(su)
     su.add_argument("--tuned", action="store_true",
                     help="apply the tuned overrides that `bench tune` wrote (RESULTS/tuned/NAME.toml) on top of the "
@@ -695,10 +695,13 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write a suite's comparison report (HTML, Markdown, figures, CSV tables)",
                         description="A pure function of the results directory and a fixed bootstrap seed: statistics "
                                     "over seeds with 95% intervals, figures, failed runs listed, and a manifest; "
-                                    "writes reports/SUITE/ (index.html, report.md, figures/, *.csv).")
+                                    "writes RESULTS/reports/SUITE/ (index.html, report.md, figures/, *.csv); "
+                                    "over a published report's runs (--results reports/SUITE/data) it rewrites "
+                                    "reports/SUITE/ in place.")
     rp.add_argument("suite", help="suite name (see `bench list suites`) or a path to a .toml file")
     _add_results(rp)
-    rp.add_argument("--out", default=None, help="output directory (default: reports/SUITE, or $BENCH_REPORTS/SUITE)")
+    rp.add_argument("--out", default=None, help="output directory (default: RESULTS/reports/SUITE; reports/SUITE "
+                                                "for --results reports/SUITE/data; $BENCH_REPORTS/SUITE when set)")
     rp.set_defaults(func=_cmd_report)
 
     pb = sub.add_parser("publish", help="copy a suite's runs into reports/SUITE/data and write its report there",

@@ -1,13 +1,15 @@
 """Reports: a pure function of results/ and a fixed bootstrap seed (DESIGN.md, "Report").
 
     from bench import report, suite
-    out = report.build(suite.load("math-small"), Path("results"))    # -> reports/math-small/
+    out = report.build(suite.load("math-small"), Path("results"))    # -> results/reports/math-small/
 
-writes, for the runs of the suite's current expansion (selected by run id, not by tag):
+writes, for the runs of the suite's current expansion (selected by run id, not by tag), into
+`default_dir` (a results directory's report beside its runs; a published report, reports/NAME/,
+from its own data/):
 
-    reports/NAME/report.md        Markdown, figures beside it in figures/*.png
-    reports/NAME/index.html       one self-contained page, the same content, figures embedded
-    reports/NAME/*.csv            every table (sections.TABLES): leaderboard, sigmoid_fits, length_bias,
+    OUT/report.md                 Markdown, figures beside it in figures/*.png
+    OUT/index.html                one self-contained page, the same content, figures embedded
+    OUT/*.csv                     every table (sections.TABLES): leaderboard, sigmoid_fits, length_bias,
                                   grad_weights, clipping, recipe_diffs, runs, claims, sanity, power, ...;
                                   with `bench tune` trials: tuning (one row per trial run), tuning_cost,
                                   lr_robustness and tuned_vs_default
@@ -28,18 +30,32 @@ from pathlib import Path
 from bench.suite import Suite
 
 
-def default_dir(suite_name: str) -> Path:
-    return Path(os.environ.get("BENCH_REPORTS", "reports")) / suite_name
+def default_dir(suite_name: str, root: Path | str | None = None) -> Path:
+    """Where the report of suite NAME over results ROOT goes unless --out says: $BENCH_REPORTS/NAME
+    when that is set; a published report's own directory when ROOT is its data (REPORTS/NAME/data,
+    as its manifest's `bench report NAME --results reports/NAME/data` regenerates it in place); else
+    ROOT/reports/NAME, beside the runs it reads. So `bench suite math-small` never writes over the
+    committed reports/math-small/, which also holds tuning and default-settings runs that a user's
+    results directory does not. Without ROOT: reports/NAME (where `bench publish` writes)."""
+    env = os.environ.get("BENCH_REPORTS")
+    if env:
+        return Path(env) / suite_name
+    if root is None:
+        return Path("reports") / suite_name
+    root = Path(root)
+    if root.name == "data" and root.parent.name == suite_name:
+        return root.parent
+    return root / "reports" / suite_name
 
 
 def build(suite: Suite | str, root: Path | str, out_dir: Path | str | None = None) -> Path:
-    """Write the report of `suite` over results `root` into out_dir (default reports/NAME); return out_dir."""
+    """Write the report of `suite` over results `root` into out_dir (default: `default_dir`); return out_dir."""
     from bench import suite as suites
     from bench.report import data, manifest, render, sections
 
     s = suites.load(suite) if isinstance(suite, (str, Path)) else suite
     root = Path(root)
-    out = Path(out_dir) if out_dir is not None else default_dir(s.name)
+    out = Path(out_dir) if out_dir is not None else default_dir(s.name, root)
     ctx = sections.Context(s, root, data.load(s, root))
     sections.build_tables(ctx)
     blocks = [b for section in sections.SECTIONS for b in section(ctx)]
@@ -77,7 +93,7 @@ def build_if_results(suite: Suite, root: Path | str, out=None) -> Path | None:
     cfgs = suite.expand()
     if not any(results.is_finished(root, c.run_id)
                and results.read_meta(results.run_dir(root, c.run_id)).get("status") != "failed" for c in cfgs):
-        there = default_dir(suite.name)
+        there = default_dir(suite.name, root)
         kept = f"; the existing report in {there} is kept" if (there / "report.md").is_file() else ""
         print(f"report: not written: none of the {len(cfgs)} run(s) has a result yet{kept} "
               f"(`bench report {suite.name}` writes one when they do)", file=out)

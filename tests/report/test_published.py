@@ -12,7 +12,7 @@ PUBLISHED = sorted(p.parent.name for p in REPORTS.glob("*/data"))
 
 
 def test_published_reports_are_found():
-    assert {"math-small", "reasoning", "addition-format", "claims", "offpolicy-pilot"} <= set(PUBLISHED)
+    assert {"math-small", "grad-clip", "reasoning", "addition-format", "claims", "offpolicy-pilot"} <= set(PUBLISHED)
 
 
 @pytest.mark.slow

@@ -227,3 +227,26 @@ def test_the_report_describes_runs_by_their_run_json(tiny, tmp_path):
     for rid in [ids["ppo0"], ids["ppo1"]]:  # no recorded ppo run left: the suite's config
         shutil.rmtree(results.run_dir(mine, rid))
     assert D.run_config(s, D.load(s, mine), "addition/nano", "ppo") == s.run_config(s.cells[0], "ppo", 0)
+
+
+def test_a_results_report_goes_beside_its_runs_and_never_over_a_published_one(tiny, tmp_path, monkeypatch):
+    """`bench suite NAME` writes its report to RESULTS/reports/NAME: the committed reports/NAME (with
+    the tuning and default-settings runs a user's results directory lacks) stays as it is; a published
+    report's own data regenerates it in place; $BENCH_REPORTS, when set, wins."""
+    from pathlib import Path
+
+    s, root, _ = tiny
+    monkeypatch.delenv("BENCH_REPORTS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert report.default_dir("tiny", "results") == Path("results/reports/tiny")
+    assert report.default_dir("tiny", "reports/tiny/data") == Path("reports/tiny")
+    assert report.default_dir("tiny", "reports/other/data") == Path("reports/other/data/reports/tiny")
+    assert report.default_dir("tiny") == Path("reports/tiny")  # where `bench publish` writes
+    published = tmp_path / "reports" / "tiny" / "report.md"
+    published.parent.mkdir(parents=True)
+    published.write_text("the committed report\n")
+    assert report.build_if_results(s, root) == root / "reports" / "tiny"
+    assert published.read_text() == "the committed report\n"
+    assert (root / "reports" / "tiny" / "report.md").read_text().startswith("# grpo-bench report: tiny")
+    monkeypatch.setenv("BENCH_REPORTS", str(tmp_path / "elsewhere"))
+    assert report.default_dir("tiny", "results") == tmp_path / "elsewhere" / "tiny"
