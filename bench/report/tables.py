@@ -499,8 +499,9 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
     note: `zero by construction` with one update per batch on fresh rollouts (lag 0: ρ ≡ 1, ALGORITHMS.md
     convention 8); with a rollout lag the sampler is older than the update and ρ ≠ 1 even then.
     grad_norm: median over steps of the pre-clip gradient norm (grad/norm: a step's mean over its
-    updates); clip_binds: the share of steps where it exceeds train.grad_clip (the norm clip acts),
-    nan without a clip."""
+    updates); clip_binds: the share of steps where it exceeds train.grad_clip (the norm clip acts).
+    A number that does not exist (no clip, no recorded step) is null, not NaN: polars sorts NaN above
+    every number, so `clip_binds > 0.5` would count a clip-off cell as binding."""
     st = finished(data.steps)
     # a metric no recorded run has a column for (declared after these runs) gets no column either
     clip_metrics = {k: m for k, m in group_metrics(CLIP_GROUP).items() if m in st.columns}
@@ -527,7 +528,7 @@ def clipping(suite: Suite, data: Data) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "objective": pl.String,
                                       "updates_per_batch": pl.Int64, **{k: pl.Float64 for k in clip_metrics},
                                       "grad_clip": pl.Float64, "grad_norm": pl.Float64, "clip_binds": pl.Float64,
-                                      "note": pl.String})
+                                      "note": pl.String}).with_columns(pl.col(pl.Float64).fill_nan(None))
 
 
 def step_summary(suite: Suite, data: Data, columns: dict[str, str]) -> pl.DataFrame | None:
