@@ -1118,9 +1118,14 @@ def _lr_robustness(ctx: Context, st, pt: pl.DataFrame, picked: dict) -> list:
     why = ("the suite's `[report] margin`" if ctx.suite.report.primary == st.objective else
            f"{TU.DEFAULT_MARGIN:g}: the tuning objective {st.objective} is not the primary metric "
            f"{ctx.suite.report.primary}, whose margin is in its own units")
-    fragile = rob.filter(pl.col("fragile"))["recipe"].to_list()
-    one = rob.filter(pl.col("lrs_tested") == 1)["recipe"].to_list()
-    edge = rob.filter(pl.col("edge") != "")["recipe"].to_list()
+    several = rob["cell"].n_unique() > 1  # a recipe tuned in several cells is named with its cell
+
+    def who(f: pl.DataFrame) -> list[str]:
+        return [f"{r} ({c})" if several else r for c, r in zip(f["cell"], f["recipe"])]
+
+    fragile = who(rob.filter(pl.col("fragile")))
+    one = who(rob.filter(pl.col("lrs_tested") == 1))
+    edge = who(rob.filter(pl.col("edge") != ""))
     text = (f"lr robustness: per recipe, the contiguous range of learning rates around the chosen one whose complete "
             f"trials, at the chosen values of the other tuned parameters, score within {margin:g} of the chosen "
             f"trial's {st.objective} (margin {margin:g}, {why}), and its width in decades, log10(hi / lo). "
