@@ -15,6 +15,7 @@ so grpo's range is [3e-5, 3e-4] (1 decade), dapo's [1e-4, 1e-4] (0), rloo's [1e-
 edge of its complete trials; dapo ran 10 trials and the others 5 (not matched).
 """
 import math
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -396,3 +397,14 @@ def test_a_cell_with_the_clip_off_is_not_counted_as_binding(tmp_path, fake_runs)
     said = texts(S.clipping(context(s, root)))
     assert any(t.endswith("It binds on at most half the steps of every recipe.") for t in said), said
     assert not any("binds on most steps" in t for t in said)
+
+
+def test_lr_robustness_names_each_recipes_cell_when_several_cells_were_tuned():
+    """math-small tunes addition and gcd on their own: a recipe at a grid's edge in both cells is named
+    once per cell, with the cell (it read 'grpo, dr_grpo, dapo, gspo, grpo, dapo' before)."""
+    root = Path(__file__).resolve().parents[2] / "reports" / "math-small" / "data"
+    s = suites.load("math-small")
+    text = next(t for t in texts(S.tuning(context(s, root))) if t.startswith("lr robustness"))
+    edge = text[text.index("The range of "):]
+    assert "grpo (addition/nano/on_policy)" in edge and "grpo (gcd/nano/warmstarts3)" in edge
+    assert "dr_grpo (gcd/nano/warmstarts3)" not in edge  # its range [1e-4, 2e-4] is inside the grid
