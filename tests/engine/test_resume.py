@@ -1,5 +1,8 @@
 """Live rows, resume checkpoints and `bench run --resume`: a run killed with SIGKILL and resumed
-ends with the tables of an uninterrupted run (bit-identical on CPU, wall times aside)."""
+ends with the tables of an uninterrupted run (bit-identical on CPU, wall times aside). Bitwise
+because both sides run the same kernels on the same shapes: the same process or, across processes,
+the same thread count (`threads=1`), since how a GEMM splits its work among threads sets its
+summation order."""
 import json
 import math
 import os
@@ -121,7 +124,7 @@ def test_an_interrupted_run_is_not_a_record_and_a_suite_worker_resumes_it(bench_
 SETS = [f"warmstart.steps={WS.steps}", f"warmstart.eval_examples={WS.eval_examples}",
         *[f"task_params.{k}={v}" for k, v in TASK_PARAMS.items()],
         "train.prompts_per_step=4", "train.group_size=4", "train.micro_batch_size=8",
-        "eval.every=0.25", "eval.n_examples=8", "eval.k=2"]
+        "eval.every=0.25", "eval.n_examples=8", "eval.k=2", "threads=1"]
 
 
 def _args(budget: str, root: Path, *extra: str) -> list[str]:
@@ -129,8 +132,18 @@ def _args(budget: str, root: Path, *extra: str) -> list[str]:
             "--results", str(root), "--quiet", *[a for s in SETS for a in ("--set", s)], *extra]
 
 
-def test_sigkill_then_resume_gives_the_uninterrupted_tables(bench_cache, tmp_path, capsys):
-    cfg = make_cfg("grpo", budget="12steps", **{"eval.every": 0.25})
+@pytest.fixture
+def keep_torch_threads():
+    """A run with `threads=1` sets this process's torch threads: restore them for the tests after."""
+    import torch
+
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def test_sigkill_then_resume_gives_the_uninterrupted_tables(bench_cache, tmp_path, capsys, keep_torch_threads):
+    cfg = make_cfg("grpo", budget="12steps", **{"eval.every": 0.25, "threads": 1})  # as SETS: the subprocess's threads
     ref = Trainer(cfg, root=tmp_path / "a").run()  # also caches the warm start for the subprocess
     root = tmp_path / "b"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -159,7 +172,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_tables(bench_cache, tmp_pat
     assert "nothing to resume" in capsys.readouterr().out
 
 
-def test_resume_refusals_are_one_line_exit_2(bench_cache, tmp_path, capsys):
+def test_resume_refusals_are_one_line_exit_2(bench_cache, tmp_path, capsys, keep_torch_threads):
     root = tmp_path
     assert cli.main(_args("4steps", root, "--resume")) == 2
     err = capsys.readouterr().err.strip()

@@ -5,6 +5,7 @@ from bench import models
 from bench.engine.policy import Policy, sequence_logprobs
 from bench.engine.padding import left_pad
 from bench.engine.rollout import NativeBackend, SamplingParams
+from tests import fp32
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def test_logp_matches_full_forward_and_eos_stops(policy):
     ids, att = left_pad(p, policy.pad_id)
     logp, ent = sequence_logprobs(policy.model, ids, att, g.tokens, temperature=0.7, with_entropy=True)
     m = g.mask.bool()
-    assert torch.allclose(logp[m], g.logp[m], atol=1e-5)
+    assert torch.allclose(logp[m], g.logp[m], atol=fp32.logprob_atol(policy.model.config, ids.shape[1] + 20, logp[m]))
     assert (ent[m] >= 0).all()
     for row, mask, trunc in zip(g.tokens.tolist(), g.mask.tolist(), g.truncated.tolist()):
         n = int(sum(mask))
