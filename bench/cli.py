@@ -494,6 +494,13 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     for flag, value in (("--cache", args.cache), ("--keep", args.keep)):
         if value:
             preflight.check_writable(value, flag)
+    if args.verdicts:
+        from bench import replication
+
+        check = replication.reproduce_verdicts(Path(args.report_dir), args.only,
+                                               cache=Path(args.cache) if args.cache else None, workers=args.workers,
+                                               keep=Path(args.keep) if args.keep else None)
+        return 0 if check.ok else 1
     outcomes = publish.reproduce(Path(args.report_dir), args.runs, args.only,
                                  cache=Path(args.cache) if args.cache else None, workers=args.workers,
                                  keep=Path(args.keep) if args.keep else None)
@@ -730,6 +737,10 @@ def build_parser() -> argparse.ArgumentParser:
     rr.add_argument("--runs", "-n", type=_int_at_least(1), default=3, help="runs to rerun (default 3)")
     rr.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2",
                     help="rerun only runs whose cell, recipe, seed, task or scale is one of the values (repeatable)")
+    rr.add_argument("--verdicts", action="store_true",
+                    help="the statistical level: rerun every recipe and seed of the chosen cells (--only cell=...) on "
+                         "this machine and check that each contrast with the baseline (TOST within the report's "
+                         "margin, paired by seed), each verdict and each level reproduce; exit 1 names what does not")
     rr.add_argument("--workers", type=_int_at_least(1), default=1, help="reruns at once (default 1)")
     rr.add_argument("--cache", default=None, metavar="DIR",
                     help="warm-start cache to train into (default: a new temporary directory); give an empty one")

@@ -318,9 +318,6 @@ def reproduce(report_dir: Path, n: int, only: Iterable[str] = (), cache: Path | 
     cache: the warm-start cache to train into (default: a new empty directory, deleted after; give
     an empty one, or one that only earlier reproductions from this tree trained into). keep: an
     empty results directory for the reruns (default: a temporary one, deleted after)."""
-    from bench.config import RunConfig
-    from bench.harness.executors import LocalExecutor
-    from bench.harness.plan import set_env
     from bench.suite import parse_filters
 
     out = out or sys.stdout
@@ -341,29 +338,11 @@ def reproduce(report_dir: Path, n: int, only: Iterable[str] = (), cache: Path | 
             raise InputError(f"--keep {root} is not empty: reruns go into an empty results directory")
         cache_dir.mkdir(parents=True, exist_ok=True)
         root.mkdir(parents=True, exist_ok=True)
-        outcomes = {rid: _outcome(rid, metas[rid]) for rid in ids}
         print(f"reproduce {report_dir}: {len(ids)} of {len(metas)} runs, warm starts trained from scratch in "
               f"{cache_dir}, reruns in {root}", file=out)
-        for o in outcomes.values():
-            print(f"  {o.run_id}  {o.cell}  {o.recipe}  seed {o.seed}", file=out)
-        jobs, by_new_id = [], {}  # by_new_id: today's run id -> the published one
-        for rid in ids:
-            cfg = RunConfig.from_dict(metas[rid]["config"])
-            if cfg.run_id != rid:
-                outcomes[rid].differences.append(f"config: the recorded config hashes to run id {cfg.run_id} today "
-                                                 f"(config hashing changed); rerun under that id")
-            jobs.append(([cfg.to_dict()], str(root), False, None))  # a job of one run: as it ran alone
-            by_new_id[cfg.run_id] = rid
-
-        def done(res: dict) -> None:
-            rid = by_new_id.get(res["run_id"], res["run_id"])
-            if res["status"] not in ("finished", "diverged"):
-                outcomes[rid].error = f"rerun {res['status']}: {res.get('reason')}"
-            print(f"  rerun {rid}: {res['status']} ({_secs(res.get('wall_s'))})", file=out, flush=True)
-
+        print_hardware(report_dir, metas, ids, out)
         t0 = time.monotonic()
-        with set_env("BENCH_CACHE", str(cache_dir)), LocalExecutor(workers) as ex:  # spawned workers inherit it
-            ex.run(jobs, done)
+        outcomes, by_new_id = rerun(ids, metas, root, cache_dir, workers, out)
         for new_id, rid in by_new_id.items():
             o = outcomes[rid]
             new_dir = results.run_dir(root, new_id)
@@ -390,6 +369,51 @@ def reproduce(report_dir: Path, n: int, only: Iterable[str] = (), cache: Path | 
     print(f"{len(outcomes) - len(bad)} of {len(outcomes)} reruns identical" +
           ("" if not bad else f"; {len(bad)} differ: the report does not reproduce from this tree"), file=out)
     return list(outcomes.values())
+
+
+def rerun(ids: list[str], metas: dict[str, dict], root: Path, cache_dir: Path, workers: int,
+          out) -> tuple[dict[str, Outcome], dict[str, str]]:
+    """Rerun the published runs `ids` into results `root`, warm starts trained into `cache_dir`, each
+    as a job of one run (as it ran alone). Returns their outcomes (an error where a rerun did not
+    finish) and today's run id -> the published one."""
+    from bench.config import RunConfig
+    from bench.harness.executors import LocalExecutor
+    from bench.harness.plan import set_env
+
+    outcomes = {rid: _outcome(rid, metas[rid]) for rid in ids}
+    for o in outcomes.values():
+        print(f"  {o.run_id}  {o.cell}  {o.recipe}  seed {o.seed}", file=out)
+    jobs, by_new_id = [], {}
+    for rid in ids:
+        cfg = RunConfig.from_dict(metas[rid]["config"])
+        if cfg.run_id != rid:
+            outcomes[rid].differences.append(f"config: the recorded config hashes to run id {cfg.run_id} today "
+                                             f"(config hashing changed); rerun under that id")
+        jobs.append(([cfg.to_dict()], str(root), False, None))
+        by_new_id[cfg.run_id] = rid
+
+    def done(res: dict) -> None:
+        rid = by_new_id.get(res["run_id"], res["run_id"])
+        if res["status"] not in ("finished", "diverged"):
+            outcomes[rid].error = f"rerun {res['status']}: {res.get('reason')}"
+        print(f"  rerun {rid}: {res['status']} ({_secs(res.get('wall_s'))})", file=out, flush=True)
+
+    with set_env("BENCH_CACHE", str(cache_dir)), LocalExecutor(workers) as ex:  # spawned workers inherit it
+        ex.run(jobs, done)
+    return outcomes, by_new_id
+
+
+def print_hardware(report_dir: Path, metas: dict[str, dict], ids: list[str], out) -> None:
+    """Where the published runs were made (each distinct machine once) and where the reruns run now."""
+    from bench import results
+
+    describe = getattr(results, "describe_hardware", None) or (lambda hw: ", ".join(f"{k} {v}" for k, v in hw.items()))
+    describe_hardware, environment = describe, results.environment
+
+    seen = list(dict.fromkeys(describe_hardware(metas[rid].get("hardware") or {}) for rid in ids))
+    for h in seen:
+        print(f"  published on: {h}", file=out)
+    print(f"  rerun on:     {describe_hardware(environment()['hardware'])}", file=out)
 
 
 def isa_hint(old_dir: Path, new_dir: Path) -> str | None:
