@@ -53,16 +53,24 @@ test-slow: setup  # tests marked @pytest.mark.slow (the published report regener
 test-e2e: setup  # tests marked @pytest.mark.e2e: whole suites in subprocesses (Ray, SIGKILL, concurrent suites, publish and reproduce, tuning workers); ~8 min on 2 cores; CI runs them after `make test`
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m e2e
 
-# Before publishing, and on a fresh clone: rerun a sample of every published report's runs from
-# scratch (warm starts trained anew in one private cache, deleted after) and compare their step and
-# evaluation tables with the committed ones. Exit 1 names every column that differs. ~5 min on 2 cores.
+# Before publishing, and on a fresh clone. Two levels (README, Publishing and reproducing): where this
+# machine's hardware matches the published runs' record (CPU vendor and model, torch kernels, BLAS and
+# its settings), rerun a sample of every published report's runs from scratch (warm starts trained
+# anew in one private cache, deleted after) and compare their tables bit for bit, ~5 min on 2 cores;
+# elsewhere, rerun every seed of math-small's addition cell and check that its verdicts reproduce
+# (`bench reproduce --verdicts`), ~15 min on 2 cores. Exit 1 names what differs.
+VERDICT_CELL ?= addition/nano/on_policy
 reproduce: setup
 	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && export OMP_NUM_THREADS=1 && \
+	if $(PY) -c "import sys; from bench.publish import hardware_matches; sys.exit(0 if hardware_matches('reports/math-small') else 1)"; then \
+	echo "hardware matches the published runs' record: the bitwise level" && \
 	$(VENV)/bin/bench reproduce reports/math-small --runs 3 --workers 2 --cache "$$cache" && \
 	$(VENV)/bin/bench reproduce reports/addition-format --runs 2 --workers 2 --cache "$$cache" && \
 	$(VENV)/bin/bench reproduce reports/claims --runs 2 --workers 2 --cache "$$cache" && \
 	$(VENV)/bin/bench reproduce reports/math-scales --runs 2 --only scale=nano --workers 2 --cache "$$cache" && \
-	$(VENV)/bin/bench reproduce reports/offpolicy-pilot --runs 2 --workers 2 --cache "$$cache"
+	$(VENV)/bin/bench reproduce reports/offpolicy-pilot --runs 2 --workers 2 --cache "$$cache"; \
+	else echo "other hardware than the published runs' record (or not recorded): the verdict level" && \
+	$(VENV)/bin/bench reproduce reports/math-small --verdicts --only cell=$(VERDICT_CELL) --workers 2 --cache "$$cache"; fi
 
 # Publish a suite whose runs are in results/ (trained from a clean commit): copies them into
 # reports/SUITE/data and writes the report there. Then run `make reproduce` and commit.

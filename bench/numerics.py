@@ -10,6 +10,7 @@ differ anyway (a Ray cluster mixing architectures gets the driver's pin on every
 """
 from __future__ import annotations
 
+import functools
 import os
 import platform
 
@@ -38,3 +39,72 @@ def cpu_capability() -> str:
     import torch
 
     return str(torch.backends.cpu.get_cpu_capability())
+
+
+# variables that set how CPU kernels round, recorded in run.json (hardware.kernel_env) when set
+KERNEL_VARS = (*PIN, "MKL_CBWR", "MKL_DYNAMIC", "OMP_DYNAMIC", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def kernel_env() -> dict[str, str]:
+    """KERNEL_VARS as this process has them (only those set)."""
+    return {k: os.environ[k] for k in KERNEL_VARS if k in os.environ}
+
+
+def _sysctl(name: str) -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=2)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+@functools.cache
+def cpu_identity() -> dict[str, str | None]:
+    """The CPU's vendor (GenuineIntel, AuthenticAMD, Apple, ...), model name and widest vector ISA
+    (avx512f, avx2, sse4_2, neon, sve, ...): /proc/cpuinfo on Linux, sysctl on macOS; None where
+    unknown (never raises)."""
+    vendor = model = isa = None
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        text = ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if sep and k.strip() not in fields:
+            fields[k.strip()] = v.strip()
+    vendor = fields.get("vendor_id") or fields.get("CPU implementer")
+    model = fields.get("model name") or fields.get("Model") or fields.get("Processor")
+    if model and fields.get("cpu family") and fields.get("model"):  # x86: one name covers several steppings
+        model += f" (family {fields['cpu family']} model {fields['model']})"
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    for f in ("avx512f", "avx2", "avx", "sse4_2", "sve", "asimd", "neon"):
+        if f in flags:
+            isa = "neon" if f == "asimd" else f
+            break
+    if platform.system() == "Darwin":
+        vendor = vendor or _sysctl("machdep.cpu.vendor") or ("Apple" if platform.machine() == "arm64" else None)
+        model = model or _sysctl("machdep.cpu.brand_string")
+        isa = isa or ("neon" if platform.machine() == "arm64" else None)
+    return {"vendor": vendor, "model": model, "isa": isa}
+
+
+@functools.cache
+def blas_info() -> str:
+    """What torch's float32 CPU matmuls run on, from its build config: e.g. "mkl 2024.2 (oneDNN 3.12.0)",
+    "openblas", "accelerate"; "unknown" where the config does not say."""
+    import re
+
+    import torch
+
+    cfg = torch.__config__.show()
+    m = re.search(r"BLAS_INFO=([\w-]+)", cfg)
+    name = m.group(1) if m else "unknown"
+    ver = re.search(r"Math Kernel Library Version ([\d.]+)", cfg)
+    dnn = re.search(r"oneDNN v([\d.]+)|Intel\(R\) MKL-DNN v([\d.]+)", cfg)
+    out = f"{name} {'.'.join(ver.group(1).split('.')[:2])}" if name == "mkl" and ver else name
+    if dnn:
+        out += f" (oneDNN {dnn.group(1) or dnn.group(2)})"
+    return out

@@ -405,15 +405,22 @@ def rerun(ids: list[str], metas: dict[str, dict], root: Path, cache_dir: Path, w
 
 def print_hardware(report_dir: Path, metas: dict[str, dict], ids: list[str], out) -> None:
     """Where the published runs were made (each distinct machine once) and where the reruns run now."""
-    from bench import results
-
-    describe = getattr(results, "describe_hardware", None) or (lambda hw: ", ".join(f"{k} {v}" for k, v in hw.items()))
-    describe_hardware, environment = describe, results.environment
+    from bench.results import describe_hardware, environment
 
     seen = list(dict.fromkeys(describe_hardware(metas[rid].get("hardware") or {}) for rid in ids))
     for h in seen:
         print(f"  published on: {h}", file=out)
     print(f"  rerun on:     {describe_hardware(environment()['hardware'])}", file=out)
+
+
+def hardware_matches(report_dir: Path) -> bool:
+    """Whether every published run of REPORT_DIR was made on hardware like this machine's (vendor,
+    model, torch kernels, BLAS and its settings all recorded and equal): where the bitwise check
+    can hold. Records from before the fields existed never match."""
+    from bench.results import environment, same_hardware
+
+    here = environment()["hardware"]
+    return all(same_hardware(m.get("hardware") or {}, here) for m in published_runs(report_dir).values())
 
 
 def isa_hint(old_dir: Path, new_dir: Path) -> str | None:

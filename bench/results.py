@@ -32,7 +32,7 @@ import polars as pl
 
 from algorithms import metrics
 from algorithms.errors import InputError
-from bench.numerics import cpu_capability
+from bench.numerics import blas_info, cpu_capability, cpu_identity, kernel_env
 
 # Columns every record has, before its metrics (evals also carry the ledger's FLOPs at the evaluation).
 STEP_INDEX = {"step": pl.Int64}
@@ -264,13 +264,47 @@ def environment() -> dict:
     commit, changes = git_state()
     import torch
 
+    ident = cpu_identity()
     hw = {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
           "python": platform.python_version(), "torch_threads": torch.get_num_threads(),
-          "cpu_capability": cpu_capability()}
+          "cpu_capability": cpu_capability(), "cpu_vendor": ident["vendor"], "cpu_model": ident["model"],
+          "isa": ident["isa"], "blas": blas_info(), "kernel_env": kernel_env()}
     if torch.cuda.is_available():
         hw["gpu"] = torch.cuda.get_device_name(0)
     return {"packages": pkgs, "git_commit": commit, "git_dirty": bool(changes), "hardware": hw,
             **({"git_changes": changes[:GIT_CHANGES_KEPT]} if changes else {})}
+
+
+def describe_hardware(hw: dict) -> str:
+    """One line for run.json's `hardware` (older records print what they have)."""
+    if not hw:
+        return "hardware not recorded"
+    cpu = " ".join(str(hw[k]) for k in ("cpu_vendor", "cpu_model") if hw.get(k)) or "CPU vendor and model not recorded"
+    isa = ", ".join(str(v) for v in (hw.get("machine"), hw.get("isa")) if v)
+    env = hw.get("kernel_env")
+    parts = [f"{cpu} ({isa})" if isa else cpu,
+             f"torch kernels {hw.get('cpu_capability') or 'not recorded'}",
+             f"BLAS {hw.get('blas') or 'not recorded'}",
+             ("MKL_CBWR " + env.get("MKL_CBWR", "unset")) if env is not None else "numerics settings not recorded",
+             f"{hw.get('cpus', '?')} CPUs, {hw.get('torch_threads', '?')} torch threads",
+             f"GPU {hw['gpu']}" if hw.get("gpu") else "no GPU"]
+    return "; ".join(parts)
+
+
+HARDWARE_KEYS = ("machine", "cpu_vendor", "cpu_model", "cpu_capability", "blas", "gpu")
+
+
+def same_hardware(a: dict, b: dict) -> bool:
+    """Whether two run.json `hardware` records describe machines that should give the same bits: the
+    same architecture, CPU vendor and model, torch kernel ISA, BLAS, GPU and kernel settings (the pin,
+    MKL_CBWR), every field recorded on both sides. Thread counts are not compared: a run's threads
+    follow its config and executor, not the machine (a rerun sets the recorded run's)."""
+    if any(not a.get(k) or not b.get(k) for k in HARDWARE_KEYS if k != "gpu"):
+        return False
+    if "kernel_env" not in a or "kernel_env" not in b:
+        return False
+    env_a, env_b = ({k: v for k, v in e["kernel_env"].items() if not k.endswith("_NUM_THREADS")} for e in (a, b))
+    return all(a.get(k) == b.get(k) for k in HARDWARE_KEYS) and env_a == env_b
 
 
 GIT_CHANGES_KEPT = 20  # `git status --porcelain` lines a dirty run records: what made it dirty

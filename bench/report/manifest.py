@@ -134,6 +134,11 @@ def manifest(suite: Suite, root: Path, metas: dict[str, dict], n_expected: int,
         h = m.get("hardware") or {}
         parts = [f"{h.get('machine', '?')}", f"{h.get('cpus', '?')} CPUs", f"python {h.get('python', '?')}",
                  f"torch threads {h.get('torch_threads', '?')}"] + ([f"GPU {h['gpu']}"] if h.get("gpu") else [])
+        if "cpu_vendor" in h:  # recorded since 2026-12-05 (issue 45); older records render as they did
+            parts[:1] = [f"{h.get('cpu_vendor') or 'vendor not recorded'} {h.get('cpu_model') or ''}".strip(),
+                         f"{h.get('machine', '?')} ({h.get('isa') or 'ISA not recorded'})",
+                         f"torch kernels {h.get('cpu_capability') or '?'}", f"BLAS {h.get('blas') or '?'}",
+                         f"MKL_CBWR {(h.get('kernel_env') or {}).get('MKL_CBWR', 'unset')}"]
         hw.append(", ".join(parts))
     rows.append(("runs' hardware", _counted(hw) or "-"))
     devices = [str(m.get("config", {}).get("device", "?")) for m in metas.values()]
@@ -153,4 +158,4 @@ def generator() -> list[tuple[str, str]]:
     env = results.environment()
     return [("report written", datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")),
             ("report code commit", f"{env['git_commit'] or 'unknown'}{' (dirty)' if env['git_dirty'] else ''}"),
-            ("report host", ", ".join(f"{k} {v}" for k, v in env["hardware"].items() if v not in ("", None)))]
+            ("report host", results.describe_hardware(env["hardware"]))]
