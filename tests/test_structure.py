@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("bench.cli", "bench.publish", "bench.report", "bench.tune", "bench.harness")  # top first
+LAYERS = ("bench.cli", "bench.replication", "bench.publish", "bench.report", "bench.tune", "bench.harness")  # top first
 
 
 def _modules() -> dict[str, Path]:
