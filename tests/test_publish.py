@@ -2,6 +2,7 @@
 of a published report from scratch and names every column that differs), on the smoke suite."""
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -176,7 +177,7 @@ def test_reproduce_reruns_from_scratch_and_names_what_differs(published, tmp_pat
     assert p.returncode == 0, p.stdout + p.stderr
     assert "1 of 1 reruns identical" in p.stdout
     assert list((cache / "warmstart").glob("*/warmstart.json"))  # trained here, in the private cache
-    rid = p.stdout.split("\n")[1].split()[0]
+    rid = re.search(r"^  (\S+)  \S+  \S+  seed \d+$", p.stdout, re.M).group(1)  # the listed run (hardware lines come first)
     # a committed table that no longer matches its rerun: the column and the step are named
     steps = out / "data" / "runs" / rid / "steps.parquet"
     frame = pl.read_parquet(steps)
@@ -190,11 +191,27 @@ def test_reproduce_reruns_from_scratch_and_names_what_differs(published, tmp_pat
     frame.write_parquet(steps)
 
 
+@pytest.mark.e2e  # `make test-e2e`: reruns the smoke report's cell from scratch
+def test_reproduce_verdicts_reruns_the_cell_and_checks_its_conclusions(smoke_results, tmp_path):
+    """On the machine that made the runs the verdict level agrees trivially: the point is the whole
+    path (every recipe and seed rerun, both sides' statistics, hardware printed, exit 0). Its own
+    copy of the report: another test republishes `published` from fewer seeds."""
+    out = publish.publish(SMOKE, smoke_results, tmp_path / "reports")
+    p = bench("reproduce", str(out), "--verdicts", "--cache", str(tmp_path / "cache"), cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"{len(SMOKE.expand())} runs of addition/nano" in p.stdout
+    assert "published on:" in p.stdout and "rerun on:" in p.stdout and "torch kernels" in p.stdout
+    assert "dapo vs baseline" in p.stdout and "level depends on the warm start" in p.stdout
+    assert "the verdicts of 1 cell(s) reproduce" in p.stdout
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["reproduce", "nowhere/at-all"], "has no data/runs/"),
     (["reproduce", "reports/math-small", "--only", "colour=red"], "KEY one of cell, recipe, seed, task, scale"),
     (["reproduce", "reports/math-small", "--runs", "0"], "expected an integer >= 1"),
     (["publish", "no-such-suite"], "no-such-suite"),
+    (["reproduce", "reports/math-small", "--verdicts", "--only", "recipe=dapo"], "every recipe and seed of a cell"),
+    (["reproduce", "reports/math-small", "--verdicts", "--only", "cell=nope"], "valid: addition/nano/on_policy"),
 ])
 def test_bad_input_is_one_clear_line(argv, needle):
     root = Path(__file__).resolve().parents[1]

@@ -72,8 +72,10 @@ def test_a_stacked_stack_agrees_with_runs_alone(recipe, bench_cache, tmp_path):
 
 @pytest.mark.parametrize("ops", [Looped, Stacked])
 def test_a_replica_is_the_same_whatever_its_companions(ops, bench_cache, tmp_path):
-    """Bitwise on this machine's CPU with either ops; Stacked is asked for within float rounding, as
-    tests/engine/test_stacked.py explains (another CPU's BLAS may round a companion's shapes apart)."""
+    """Looped runs each replica's own calls on its own shapes, whatever its companions: the same kernels
+    on the same shapes in one process, so bitwise on any CPU. Stacked batches the companions into one
+    call, whose shapes (and a BLAS's blocking of them) change with the company: within float rounding,
+    as tests/engine/test_stacked.py derives."""
     cfgs = [make_cfg("grpo", budget="2steps", seed=s) for s in (0, 5, 7)]
     a = run_stack(cfgs[:2], tmp_path / "a", ops=ops()).results[0]
     b = run_stack([cfgs[0], cfgs[2]], tmp_path / "b", ops=ops()).results[0]
