@@ -42,6 +42,7 @@ MERGES = ("sum", "max", "min", "seq", "token", "mean")
 OVER_STEPS = ("mean", "max", "min")
 RESERVED = ("step", "fraction", "run_id")  # the records' own columns (bench/results.py)
 NAME = re.compile(r"[a-z][a-z0-9_]*(/[a-z0-9_]+)*")
+METRIC_NAME = re.compile(r"[a-z][a-z0-9_]*(/[a-z0-9_]+(@[0-9]+)?)*")  # a last word may end @N: eval/pass@4
 
 
 @dataclass(frozen=True)
@@ -80,9 +81,9 @@ def declare(name: str, *, kind: str, unit: str, doc: str, merge: str | None = No
     def bad(field: str, value, why: str, valid=None) -> MetricError:
         return MetricError(f"{name}: {field} {value!r}: {why}" + (f"; valid: {', '.join(map(str, valid))}" if valid else ""))
 
-    if not isinstance(name, str) or not NAME.fullmatch(name):
+    if not isinstance(name, str) or not METRIC_NAME.fullmatch(name):
         raise MetricError(f"{name!r}: not a metric name; valid: lowercase words of [a-z0-9_] joined by '/', "
-                          "e.g. policy/clip_frac_low")
+                          "each may end in @N, e.g. policy/clip_frac_low or eval/pass@4")
     if name in RESERVED:
         raise bad("name", name, "a column every record has already", RESERVED)
     if kind not in KINDS:
@@ -107,7 +108,7 @@ def declare(name: str, *, kind: str, unit: str, doc: str, merge: str | None = No
     if group is None and (label or order is not None):
         raise bad("label" if label else "order", label or order, "only a metric in a group has a report column")
     label = label or name.rsplit("/", 1)[-1]
-    if not isinstance(label, str) or not NAME.fullmatch(label) or "/" in label:
+    if group is not None and (not isinstance(label, str) or not NAME.fullmatch(label) or "/" in label):
         raise bad("label", label, "not a column name (a word of [a-z0-9_])")
     if order is not None and (isinstance(order, bool) or not isinstance(order, int)):
         raise bad("order", order, "not an integer position")
@@ -297,6 +298,12 @@ declare("eval/acc_formatted", kind="eval", unit="fraction",
 declare("eval/acc_ood", kind="eval", unit="fraction",
         doc="accuracy on the task's harder out-of-distribution split (avg@k, or greedy when eval.k = 0); NaN without one "
             "(December 2026; earlier runs read it as null)")
+PASS_AT_MAX = 1024  # eval/pass@K is declared for K = 1, 2, 4, ... up to this (bench/engine/evaluate.py)
+for _k in (1 << i for i in range(PASS_AT_MAX.bit_length())):
+    declare(f"eval/pass@{_k}", kind="eval", unit="fraction",
+            doc=f"pass@{_k}: the chance that {_k} of an example's eval.k samples, drawn without replacement, include a "
+                f"correct one (the unbiased estimator), averaged over examples; only when eval.k >= {_k} "
+                "(December 2026; earlier runs read it as null)")
 
 declare("tokens", kind="stat", unit="tokens", merge="sum", doc="valid tokens of a micro-batch: the weight of token means")
 declare("sequences", kind="stat", unit="sequences", merge="sum",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import torch
 
+from algorithms.metrics import PASS_AT_MAX
 from bench.config import EvalConfig
 from bench.engine.policy import Policy
 from bench.engine.rollout import NativeBackend, RolloutBackend, SamplingParams
@@ -35,7 +36,9 @@ def evaluate(
     Task.well_formed). With k > 0, k answers sampled per prompt at cfg.temperature: `avg_k` (avg@k,
     the sampled pass@1), `pass_k` (share of prompts with a correct sample among k; n = k, so the
     unbiased estimator reduces to this), `format_rate` (share of samples that are well-formed) and
-    `acc_formatted` (accuracy among the well-formed samples: skill apart from format).
+    `acc_formatted` (accuracy among the well-formed samples: skill apart from format), and the
+    coverage curve `pass@1`, `pass@2`, `pass@4`, ... `pass@k` (pass_at_k: the unbiased estimator from
+    the same k samples, no extra generation).
     ood: (task, examples, max_new_tokens) of a harder split (Task.ood): `acc_ood` is avg@k there
     (greedy accuracy when k = 0).
     samples: when a list, the first SAMPLES greedy completions are appended to it as dicts (prompt,
@@ -67,6 +70,7 @@ def evaluate(
         hits, formed, tokens = _sampled(policy, backend, task, examples, prompts, cfg, max_new, seed + 1)
         out["eval/avg_k"] = hits.mean().item()
         out["eval/pass_k"] = hits.amax(1).mean().item()
+        out.update(pass_at_k(hits))
         out["eval/format_rate"] = formed.float().mean().item()
         out["eval/acc_formatted"] = hits[formed].mean().item() if formed.any() else math.nan
         out["eval/gen_tokens"] += tokens
@@ -84,6 +88,25 @@ def evaluate(
         out["eval/acc_ood"] = hits.mean().item()
         out["eval/gen_tokens"] += tokens
     return out
+
+
+def pass_ks(n: int) -> list[int]:
+    """The K a coverage curve reports from n samples per problem: 1, 2, 4, ... up to n (and at most
+    PASS_AT_MAX, the largest declared)."""
+    return [1 << i for i in range(min(n, PASS_AT_MAX).bit_length())]
+
+
+def pass_at_k(hits: torch.Tensor) -> dict[str, float]:
+    """`eval/pass@K` for K in pass_ks(n), from correct [problems, n]: the unbiased estimator (Chen et al.
+    2021, the one lm-eval and the Codex paper use) of the chance that K of a problem's answers drawn
+    without replacement from its n include a correct one, 1 - C(n - c, K) / C(n, K) with c correct,
+    averaged over problems. Integer counts and exact binomials: the same figures on any CPU. pass@1 is
+    avg@n (eval/avg_k) and, where n is a power of two, pass@n the share of problems with any correct
+    answer (eval/pass_k), here in float64."""
+    n = hits.shape[1]
+    counts = [int(c) for c in hits.sum(1).round().tolist()]
+    return {f"eval/pass@{k}": _nanmean([1.0 - math.comb(n - c, k) / math.comb(n, k) for c in counts])
+            for k in pass_ks(n)}
 
 
 def _sampled(policy: Policy, backend: RolloutBackend, task, examples: list, prompts: list, cfg: EvalConfig,

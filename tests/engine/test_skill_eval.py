@@ -32,7 +32,7 @@ def test_skill_metrics_are_recorded_per_evaluation(bench_cache, tmp_path):
     res = Trainer(make_cfg(items="per_seed", ood_examples=6), root=tmp_path).run()
     assert res.status == "finished", res.reason
     ev = pl.read_parquet(res.path / "evals.parquet")
-    for col in ("eval/format_greedy", "eval/format_rate", "eval/acc_formatted", "eval/acc_ood"):
+    for col in ("eval/format_greedy", "eval/format_rate", "eval/acc_formatted", "eval/acc_ood", "eval/pass@1", "eval/pass@2"):
         assert ev[col].is_finite().all() and ev[col].is_between(0, 1).all(), col
     # a correct sample need not be well-formed, so avg@k >= format rate x accuracy among well-formed.
     # Each is a float32 mean of 0/1 values (an exact count, one rounded division: ≤ u = 2⁻²⁴
@@ -75,3 +75,26 @@ def test_preflight_refuses_ood_examples_before_training(monkeypatch):
     with pytest.raises(ValueError, match="defines no harder split"):
         preflight.check_run(make_cfg(ood_examples=4))
     preflight.check_run(make_cfg())
+
+
+def test_pass_at_k_is_the_unbiased_estimator_over_every_subset():
+    """pass@K against its definition: the share of K-subsets of a problem's n answers that hold a
+    correct one, counted by enumerating the subsets. Both sides are exact rationals rounded once or
+    twice in float64 (a mean of at most 3 terms each below 1): 8 ulp of 1 covers them."""
+    import itertools
+
+    import torch
+
+    from bench.engine.evaluate import pass_at_k, pass_ks
+
+    assert pass_ks(1) == [1] and pass_ks(4) == [1, 2, 4] and pass_ks(6) == [1, 2, 4] and pass_ks(64)[-2:] == [32, 64]
+    hits = torch.tensor([[1, 0, 0, 0, 0, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1, 0, 1, 1]], dtype=torch.float32)
+    got = pass_at_k(hits)
+    assert list(got) == ["eval/pass@1", "eval/pass@2", "eval/pass@4"]
+    for k in (1, 2, 4):
+        per = [sum(any(row[i] for i in sub) for sub in itertools.combinations(range(6), k)) / math.comb(6, k)
+               for row in hits.tolist()]
+        assert got[f"eval/pass@{k}"] == pytest.approx(sum(per) / 3, abs=8 * 2.0 ** -52), k
+    assert got["eval/pass@1"] == pytest.approx(hits.mean().item(), abs=2.0 ** -23)  # avg@n (float32 mean)
+    assert pass_at_k(hits[:, :4])["eval/pass@4"] == 2 / 3  # K = n: any correct among all n (eval/pass_k)
+    assert [got[f"eval/pass@{k}"] for k in (1, 2, 4)] == sorted(got.values())  # coverage only grows with K
