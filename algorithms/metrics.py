@@ -299,6 +299,7 @@ declare("eval/acc_ood", kind="eval", unit="fraction",
         doc="accuracy on the task's harder out-of-distribution split (avg@k, or greedy when eval.k = 0); NaN without one "
             "(December 2026; earlier runs read it as null)")
 PASS_AT_MAX = 1024  # eval/pass@K is declared for K = 1, 2, 4, ... up to this (bench/engine/evaluate.py)
+PASS_AT = tuple(f"eval/pass@{1 << i}" for i in range(PASS_AT_MAX.bit_length()))  # in increasing K
 for _k in (1 << i for i in range(PASS_AT_MAX.bit_length())):
     declare(f"eval/pass@{_k}", kind="eval", unit="fraction",
             doc=f"pass@{_k}: the chance that {_k} of an example's eval.k samples, drawn without replacement, include a "

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from algorithms import metrics as metric_registry
+from algorithms.metrics import PASS_AT
 from bench import results
 from bench.config import RunConfig
 from bench.suite import Suite
@@ -32,7 +33,9 @@ class Data:
            seed, run_id, status, step, fraction (the schedule's label: the last nominal fraction the
            step passed), spent (the fraction of the budget actually spent at the evaluation, in the
            budget's unit: FLOPs, steps or generated tokens), flops, acc (the suite's [report] accuracy),
-           acc_greedy, len_mean, len_correct, len_incorrect
+           acc_greedy, len_mean, len_correct, len_incorrect; where the runs logged them format_rate,
+           avg_k and pass_k (the mean and the any-correct of the evaluation's k samples per problem) and
+           the coverage curve pass@1, pass@2, ... pass@K (null in rows of runs that did not log that K)
     steps  per run and budget bin (N_BINS per budget): cell, recipe, seed, run_id, status,
            frac, flops and the step metrics over the bin, each reduced as it declares (its `over_steps`: the
            mean, or the max for policy/ratio_max; NaN-aware)
@@ -106,14 +109,19 @@ def load(suite: Suite, root: Path) -> Data:
         ev = pl.LazyFrame(schema={"run_id": pl.String, **results.eval_schema()})
         st = pl.LazyFrame(schema={"run_id": pl.String, **results.step_schema()})
     # the format rate of sampled answers, where runs logged it (December 2026 on): the report's skill check
-    skill = [pl.col("eval/format_rate").alias("format_rate")] if "eval/format_rate" in ev.collect_schema().names() else []
+    names = ev.collect_schema().names()
+    skill = [pl.col("eval/format_rate").alias("format_rate")] if "eval/format_rate" in names else []
+    # the coverage curve, where runs logged it: pass@1, pass@2, ... pass@K (December 2026 on) beside
+    # avg_k and pass_k (the mean and the any-correct of the k samples, every run)
+    coverage = [pl.col(c).alias(c.removeprefix("eval/")) for c in PASS_AT if c in names]
+    coverage += [pl.col(c).alias(c.removeprefix("eval/")) for c in ("eval/avg_k", "eval/pass_k") if c in names]
     evals = (ev.join(labels.lazy(), on="run_id")
              .pipe(_spent, st)
              .select("cell", "recipe", "seed", "run_id", "status", "rank", "step", "fraction", "spent",
                      pl.col("compute/flops").alias("flops"), pl.col(suite.report.accuracy).alias("acc"),
                      pl.col("eval/acc_greedy").alias("acc_greedy"),
                      pl.col("eval/len_mean").alias("len_mean"), pl.col("eval/len_correct").alias("len_correct"),
-                     pl.col("eval/len_incorrect").alias("len_incorrect"), *skill)
+                     pl.col("eval/len_incorrect").alias("len_incorrect"), *skill, *coverage)
              # schedule points passed within one optimizer step share one evaluation; a step recorded
              # twice (never seen, but a resumed run could) counts once, its last row
              .with_columns(pl.col("step").cast(pl.Float64).fill_null(-1.0 - pl.col("fraction")).alias("_at"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 
 import matplotlib
 
@@ -95,6 +96,103 @@ def leaderboard(board: pl.DataFrame, cells: list[str], colors: dict, base: str, 
         ax.set_title(cell)
         ax.set_xlabel(f"{metric}: recipe − {base}, paired by seed")
     fig.tight_layout()
+    return fig
+
+
+AXIS_TITLES = {"pass1": "sampled pass@1", "greedy": "greedy accuracy", "pass_k": "pass@K"}
+
+
+def coverage_verdicts(cov: pl.DataFrame, board: pl.DataFrame, cells: list[str], colors: dict, base: str,
+                      margin: float) -> plt.Figure:
+    """One row per cell, one column per axis (sampled pass@1, greedy accuracy, pass@K): each recipe's
+    paired difference from the baseline (dot) with its 95% paired t interval (bar), `*` where Holm's
+    p < 0.05, shaded ±margin; the y labels carry each recipe's kind (skill, sharpening, collapse ...)."""
+    axes_names = ("pass1", "greedy", "pass_k")
+    cells = [c for c in cells if cov.filter(pl.col("cell") == c).height]  # a cell of the baseline alone has none
+    fig, axes = _axes(3, nrows=len(cells), w=4.2, h=0.4 * max(2, board["recipe"].n_unique()) + 1.3)
+    for row, cell in zip(axes, cells):
+        c = cov.filter(pl.col("cell") == cell)
+        order = [r for r in board.filter(pl.col("cell") == cell)["recipe"].to_list() if r != base]
+        by = {r["recipe"]: r for r in c.iter_rows(named=True)}
+        k = next((r["k"] for r in by.values() if r["k"] is not None), None)
+        for ax, axis in zip(row, axes_names):
+            ax.axvspan(-margin, margin, color="0.9", zorder=0)
+            ax.axvline(0, color="0.4", lw=0.8)
+            for i, recipe in enumerate(order):
+                r = by.get(recipe)
+                if r is None or r[f"{axis}_diff"] is None:
+                    continue
+                d = r[f"{axis}_diff"]
+                lo = r[f"{axis}_lo"] if r[f"{axis}_lo"] is not None else d
+                hi = r[f"{axis}_hi"] if r[f"{axis}_hi"] is not None else d
+                ax.errorbar(d, i, xerr=[[d - lo], [hi - d]], fmt="o", color=colors[recipe], capsize=3)
+                p = r[f"{axis}_p_holm"]
+                if p is not None and p < stats.ALPHA:
+                    ax.annotate("*", (hi, i), xytext=(4, -4), textcoords="offset points", fontsize=12)
+            labels = [f"{r}: {by[r]['kind']}" if r in by else r for r in order]
+            ax.set_yticks(range(len(order)), labels if axis == "pass1" else [""] * len(order))
+            ax.set_ylim(len(order) - 0.5, -0.5)
+            title = f"pass@{k}" if axis == "pass_k" and k else AXIS_TITLES[axis]
+            ax.set_title(f"{cell}: Δ {title}", fontsize=10)
+            ax.set_xlabel(f"recipe − {base}, paired by seed")
+    fig.tight_layout()
+    return fig
+
+
+def pass_at_k_curves(evals: pl.DataFrame, cells: list[str], colors: dict) -> plt.Figure | None:
+    """pass@k against k (log scale) at each run's last evaluation, mean over seeds with a min–max band,
+    one panel per cell; dashed grey: the warm start (the step-0 evaluations). None when no cell logged
+    two or more values of k (runs from before the coverage curve logged pass@k at one k)."""
+    from bench.report.coverage import curve_columns
+
+    panels = {}
+    for cell in cells:
+        e = evals.filter(pl.col("cell") == cell)
+        have = curve_columns(e)
+        if len(have) >= 2:
+            panels[cell] = (e, have)
+    if not panels:
+        return None
+    fig, axes = _axes(len(panels), w=5.0, h=3.6)
+    for ax, (cell, (e, have)) in zip(axes[0], panels.items()):
+        ks = [int(c.removeprefix("pass@")) for c in have]
+        last = e.sort("spent").group_by("run_id", maintain_order=True).last()
+        start = e.filter(pl.col("step") == 0)
+        for name, frame, style in [("warm start", start, dict(color="0.5", ls="--"))] + [
+                (r, last.filter(pl.col("recipe") == r), dict(color=colors[r], marker="o", ms=3))
+                for r in colors if r in set(last["recipe"])]:
+            if not frame.height:
+                continue
+            vals = frame.select(have).to_numpy()
+            ax.plot(ks, vals.mean(axis=0), label=name, **style)
+            if name != "warm start":
+                ax.fill_between(ks, vals.min(axis=0), vals.max(axis=0), color=style["color"], alpha=0.12, lw=0)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(cell)
+        ax.set_xlabel("k (samples per problem)")
+        ax.set_ylabel("pass@k")
+    _legend_outside(fig, axes)
+    return fig
+
+
+def accuracy_kl_frontier(evals: pl.DataFrame, cells: list[str], colors: dict, ylabel: str) -> plt.Figure:
+    """Each recipe's evaluations as a path in (KL to the reference, accuracy): the mean over seeds at
+    each evaluation of the schedule, in order (the first, at KL 0, is the warm start); one panel per
+    cell. A recipe up and to the left of another reached its accuracy at less drift."""
+    fig, axes = _axes(len(cells), w=5.0, h=3.8)
+    for ax, cell in zip(axes[0], cells):
+        e = evals.filter((pl.col("cell") == cell) & pl.col("kl").is_not_null() & pl.col("kl").is_not_nan())
+        for r in (r for r in colors if r in set(e["recipe"])):
+            path = (e.filter(pl.col("recipe") == r).group_by("fraction").agg(pl.col("kl").mean(), pl.col("acc").mean())
+                    .sort("fraction"))
+            ax.plot(path["kl"].to_numpy(), path["acc"].to_numpy(), marker="o", ms=3, color=colors[r], label=r)
+            ax.plot(path["kl"][-1], path["acc"][-1], marker="s", ms=6, color=colors[r])
+        ax.set_title(cell)
+        ax.set_xlabel("KL k1 to the reference")
+        ax.set_ylabel(textwrap.fill(ylabel, 34))
+    _legend_outside(fig, axes)
     return fig
 
 

@@ -1,7 +1,8 @@
 """The report's sections, in order: each function returns blocks and adds its figures to `figs`.
 
-    summary (with the skill check when runs logged format rates) · leaderboard (with the equivalence
-    margin against the spread between recipes) · across tasks (when cells span ≥ 2 tasks) · claims
+    summary (led by each contrast on three axes, with the skill check when runs logged format rates) ·
+    leaderboard (with the equivalence margin against the spread between recipes) · skill, sharpening or
+    collapse (pass@k curves, the accuracy–KL frontier) · across tasks (when cells span ≥ 2 tasks) · claims
     (when the suite declares some) · model scale (when a task spans ≥ 2 model scales) · power (with
     warm-start variance when a cell has several) · accuracy against compute (AUC, sigmoid fits) ·
     length bias (lengths, slopes and gaps, aggregation weights) · KL · clipping (with the ranking
@@ -20,12 +21,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from bench.report import coverage as C
 from bench.report import figures as F
 from bench.report import manifest as M
 from bench.report import stats
 from bench.report import tables as T
 from bench.report import tuning as TU
-from bench.report.data import Data, finished, max_new_tokens, run_config
+from bench.report.data import N_BINS, Data, finished, max_new_tokens, run_config
 from bench.report.render import Code, Figure, Heading, Para, Table, ci, num, table
 from bench.suite import Suite
 
@@ -164,6 +166,8 @@ def summary(ctx: Context) -> list:
         out.append(ctx.figure("claims.png", F.claims(claims_),
                               f"The {claims_.height} claims' contrasts and verdicts ({counts}; Holm over the claims): "
                               "see Claims below for each claim's statement, mechanism and outcome."))
+    if "coverage" in ctx.tables:
+        out.append(_coverage_figure(ctx))
     su = ctx.suite
     if all(su.cell_seeds(c) == su.seeds for c in su.cells):
         cells = ", ".join(f"{c.name} (budget {budget_text(c.budget)})" for c in su.cells)
@@ -212,9 +216,12 @@ def summary(ctx: Context) -> list:
                 "see \"Equivalence margin\"." if spread["warn"] else "")
         out.append(Para(
             f"{cell}: best {rs.primary} {best['recipe']} {ci(best['primary_mean'], best['primary_lo'], best['primary_hi'])}. "
-            f"{decided} of {n_cmp} comparisons with {ctx.base} are decided: better {_names(by['better'])}; worse "
-            f"{_names(by['worse'])}; equivalent within ±{rs.margin:g} {_names(by['equivalent'])}. Undecided: "
-            f"{_names(by['undecided'])}. {power_txt}{warn}"))
+            f"{decided} of {n_cmp} comparisons with {ctx.base} are decided on {rs.primary}: better "
+            f"{_names([_with_kind(ctx, cell, r) for r in by['better']])}; worse "
+            f"{_names([_with_kind(ctx, cell, r) for r in by['worse']])}; equivalent within ±{rs.margin:g} "
+            f"{_names(by['equivalent'])}. Undecided: {_names(by['undecided'])}. {power_txt}{warn}"))
+        if "coverage" in ctx.tables:
+            out.append(Para(_kinds_text(ctx, cell)))
     for label, cells, g in _scale_groups(ctx):
         out.append(Para(_scale_summary(ctx, label, _scale_findings(ctx, cells, g))))
     return out
@@ -289,6 +296,10 @@ def leaderboard(ctx: Context) -> list:
                 f"of the paired differences; \"seeds for {rs.margin:g}\" the seeds that would detect a difference of "
                 f"{rs.margin:g}. Verdict: better or worse when p_Holm < 0.05 (marked `*`); equivalent when the 90% "
                 f"paired interval lies inside ±{rs.margin:g} (two one-sided tests at α = 0.05); else undecided. "
+                "Where the runs logged the evaluations to read them from, Δ greedy and Δ pass@K are the same paired "
+                "contrast on greedy accuracy and on pass@K (`*`: Holm's p < 0.05 on that axis), and gain says what the "
+                "difference is (skill, sharpening, collapse ...; see \"Skill, sharpening or collapse\"): the verdict "
+                "reads the primary metric alone, so read it with its gain. "
                 "Every table of this report that judges a recipe against the baseline (model scale, across tasks, "
                 "warm-start variance, power) takes this verdict; Holm's family is the cell's comparisons, so the same "
                 "contrast in a suite whose cell holds other recipes can get another p_Holm and, near 0.05, another "
@@ -307,6 +318,7 @@ def leaderboard(ctx: Context) -> list:
             "p": lambda r: num(r["p"], ".3f"), "p_Holm": lambda r: num(r["p_holm"], ".3f"),
             "MDD": lambda r: num(r["mdd"], ".3f"), f"seeds for {rs.margin:g}": lambda r: _seeds_cell(r["seeds_for_margin"]),
             "verdict": lambda r: r["verdict"] + (" *" if r["mark"] == "*" else ""),
+            **_coverage_columns(ctx, cell),
             "not finished": lambda r: _not_finished(r)}))
     out += margin_section(ctx)
     out.append(Para("Secondary metrics (not marked): final accuracy (mean and IQM, which with fewer than 4 seeds trims "
@@ -323,10 +335,121 @@ def leaderboard(ctx: Context) -> list:
             "AUC [95% CI]": lambda r: ci(r["auc_mean"], r["auc_lo"], r["auc_hi"]),
             "plateau [95% CI]": lambda r: ci(r["plateau_mean"], r["plateau_lo"], r["plateau_hi"]),
             f"P(>{ctx.base}) [95% CI]": lambda r: ci(r["p_improve"], r["p_improve_lo"], r["p_improve_hi"], ".2f")}))
-    out.append(ctx.figure("leaderboard.png", F.leaderboard(board, ctx.cells, ctx.colors, ctx.base, rs.primary, rs.margin),
-                          f"Paired difference from {ctx.base} on {rs.primary}: mean over seeds (dot) with its 95% "
-                          f"paired t interval; shaded ±{rs.margin:g} (the equivalence margin), dotted ±the cell's "
-                          "median MDD; `*` where Holm-adjusted p < 0.05."))
+    if "coverage" not in ctx.tables:  # no evaluation to read the three axes from: the primary alone
+        out.append(ctx.figure("leaderboard.png", F.leaderboard(board, ctx.cells, ctx.colors, ctx.base, rs.primary, rs.margin),
+                              f"Paired difference from {ctx.base} on {rs.primary}: mean over seeds (dot) with its 95% "
+                              f"paired t interval; shaded ±{rs.margin:g} (the equivalence margin), dotted ±the cell's "
+                              "median MDD; `*` where Holm-adjusted p < 0.05."))
+    return out
+
+
+def _k_text(ctx: Context, cell: str | None = None) -> str:
+    """pass@K's name in the text: pass@K with the cell's K, or pass@k at the evaluation's k."""
+    cov = ctx.tables["coverage"]
+    ks = sorted(set((cov if cell is None else cov.filter(pl.col("cell") == cell))["k"].drop_nulls().to_list()))
+    return f"pass@{ks[0]}" if len(ks) == 1 else "pass@K"
+
+
+def _coverage_row(ctx: Context, cell: str, recipe: str) -> dict | None:
+    if "coverage" not in ctx.tables:
+        return None
+    c = ctx.tables["coverage"].filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
+    return c.row(0, named=True) if c.height else None
+
+
+def _with_kind(ctx: Context, cell: str, recipe: str) -> str:
+    r = _coverage_row(ctx, cell, recipe)
+    return f"{recipe} ({r['kind']})" if r is not None else recipe
+
+
+def _coverage_columns(ctx: Context, cell: str) -> dict:
+    """The leaderboard's columns for greedy accuracy, pass@K and the kind of the gain."""
+    if "coverage" not in ctx.tables:
+        return {}
+
+    def axis(key: str):
+        def cellv(r):
+            c = _coverage_row(ctx, cell, r["recipe"])
+            if c is None:
+                return "-"
+            return ci(c[f"{key}_diff"], c[f"{key}_lo"], c[f"{key}_hi"], "+.3f") + (
+                " *" if c[f"{key}_p_holm"] is not None and c[f"{key}_p_holm"] < stats.ALPHA else "")
+        return cellv
+
+    def kind(r):
+        c = _coverage_row(ctx, cell, r["recipe"])
+        return c["kind"] if c is not None else "-"
+
+    return {"Δ greedy [95% CI]": axis("greedy"), f"Δ {_k_text(ctx, cell)} [95% CI]": axis("pass_k"), "gain": kind}
+
+
+def _coverage_figure(ctx: Context) -> Figure:
+    rs = ctx.suite.report
+    return ctx.figure("leaderboard.png", F.coverage_verdicts(ctx.tables["coverage"], ctx.tables["leaderboard"], ctx.cells,
+                                                             ctx.colors, ctx.base, rs.margin),
+                      f"Each recipe against {ctx.base} on three axes, paired by seed: sampled pass@1 ({rs.accuracy_text}), "
+                      f"greedy accuracy and {_k_text(ctx)} (the chance that one of K samples is correct: coverage), each reduced over "
+                      f"the evaluations as the primary metric is ({_reduction(ctx)}): mean difference (dot) with its 95% "
+                      f"paired t interval, `*` where Holm's p over the cell's recipes < 0.05, shaded ±{rs.margin:g}. "
+                      "Beside each recipe the kind of its gain: skill (greedy accuracy or pass@K rises, nothing falls), "
+                      "sharpening (only sampled pass@1 rises), collapse (pass@K falls while pass@1 or greedy rises), "
+                      "mixed, worse, equivalent or undecided.")
+
+
+def _reduction(ctx: Context) -> str:
+    rs = ctx.suite.report
+    return rs.primary if rs.threshold is None and rs.primary in ("final", "auc", "plateau") else "auc"
+
+
+def _kinds_text(ctx: Context, cell: str) -> str:
+    """One cell's contrasts on the three axes, each with the kind of its gain."""
+    cov = ctx.tables["coverage"].filter(pl.col("cell") == cell)
+    k = _k_text(ctx, cell)
+
+    def d(r, key):
+        return (f"{num(r[f'{key}_diff'], '+.3f')}" + (" *" if r[f"{key}_p_holm"] is not None
+                                                    and r[f"{key}_p_holm"] < stats.ALPHA else ""))
+    parts = [f"{r['recipe']} {r['kind']} (pass@1 {d(r, 'pass1')}, greedy {d(r, 'greedy')}, {k} {d(r, 'pass_k')})"
+             for r in cov.iter_rows(named=True)]
+    return (f"{cell}, what each difference from {ctx.base} is, on sampled pass@1, greedy accuracy and {k} "
+            f"({_reduction(ctx)}; `*`: Holm's p < 0.05 on that axis): " + "; ".join(parts) + ".")
+
+
+def coverage(ctx: Context) -> list:
+    """Skill, sharpening or collapse: the three axes' definitions, the pass@k curves and the
+    accuracy–KL frontier (only when the runs logged evaluations the axes can be read from)."""
+    if "coverage" not in ctx.tables:
+        return []
+    rs = ctx.suite.report
+    out = [Heading(2, "Skill, sharpening or collapse"),
+           Para("A higher sampled pass@1 can mean three things: the policy solves problems it could not (skill), it "
+                "samples more often what its greedy answer already was (sharpening), or it concentrates on fewer "
+                "answers and solves fewer problems in K tries (collapse: the RL literature's pass@1 / pass@k trade-off, "
+                "Yue et al. 2025). So each contrast of the leaderboard is also read on greedy accuracy and on pass@K, "
+                f"the largest K every evaluation of the cell logged ({_k_text(ctx)}; the unbiased estimator over the "
+                "evaluation's n ≥ K samples per problem, or pass@k at k = eval.k for runs recorded before the coverage "
+                f"curve), each reduced over the evaluations as the primary metric is ({_reduction(ctx)}), paired by "
+                "seed with Holm's adjustment over the cell's recipes on each axis, and the equivalence test at "
+                f"±{rs.margin:g}. An axis is up or down where Holm's p < 0.05; a kind follows from the three: collapse "
+                "(pass@K down while pass@1 or greedy is up) before mixed (pass@1 down while greedy or pass@K is up), "
+                "skill (greedy or pass@K up), sharpening (only pass@1 up), worse (something down), equivalent (all "
+                "three equivalent), else undecided. A recipe is never called better on pass@1 alone: read the "
+                "leaderboard's verdict with its kind. The MDD of each axis is in coverage.csv.")]
+    curves = F.pass_at_k_curves(finished(ctx.data.evals), ctx.cells, ctx.colors)
+    if curves is not None:
+        out.append(ctx.figure("pass_at_k.png", curves,
+                              "pass@k against k at each run's last evaluation (mean over seeds, band min–max; dashed: "
+                              "the warm start). A recipe whose curve starts higher and ends lower than another's "
+                              "traded coverage for pass@1."))
+    else:
+        out.append(Para("pass@k curves: these runs logged pass@k at one k only (runs from before the coverage curve "
+                        "eval/pass@1, pass@2, ...); rerun them to draw the curve."))
+    out.append(ctx.figure("frontier.png", F.accuracy_kl_frontier(C.kl_at_evals(ctx.data), ctx.cells, ctx.colors,
+                                                                 rs.accuracy_text),
+                          f"{_cap(rs.accuracy_text)} against the policy's KL k1 to the reference, each recipe's "
+                          "evaluations as a path (mean over seeds at each evaluation of the schedule; square: the last). "
+                          f"KL is read from the training batches of the 1/{N_BINS} of the budget before each evaluation, "
+                          "0 at the warm start (the reference). Up and to the left: more accuracy for less drift."))
     return out
 
 
@@ -1240,7 +1363,7 @@ def manifest(ctx: Context) -> list:
 
 # Every table a report may write as NAME.csv (report.build refuses to write any other), so
 # that rebuilding a report into its directory removes the CSVs of tables this build no longer has.
-TABLES = ("runs", "leaderboard", "power", "sigmoid_fits", "length_bias", "clipping", "off_policy", "group_weights",
+TABLES = ("runs", "leaderboard", "coverage", "power", "sigmoid_fits", "length_bias", "clipping", "off_policy", "group_weights",
           "recipe_diffs", "skill_check", "across_tasks", "performance_profiles", "warmstart_variance", "claims",
           "sanity", "scales", "grad_weights", "tuned_vs_default", "tuning_cost", "tuning", "lr_robustness")
 
@@ -1251,6 +1374,9 @@ def build_tables(ctx: Context) -> None:
     ctx.tables["runs"] = T.runs_table(d)
     ctx.runs = T.per_run(s, d)
     ctx.tables["leaderboard"] = T.leaderboard(s, d)
+    cov = C.verdicts(s, d)
+    if cov.height:
+        ctx.tables["coverage"] = cov
     ctx.tables["power"] = T.power(s, d)
     ctx.tables["sigmoid_fits"] = T.sigmoid_fits(s, d)
     ctx.tables["length_bias"] = T.length_bias(s, d)
@@ -1390,5 +1516,5 @@ def _claims_vs_leaderboard(ctx: Context, claims: pl.DataFrame) -> str:
     return text + (f"; it differs for {len(differ)}: " + "; ".join(differ) + "." if differ else ".")
 
 
-SECTIONS = (summary, leaderboard, across_tasks, claims, sanity, model_scale, power, accuracy, length, kl, clipping, entropy,
+SECTIONS = (summary, leaderboard, coverage, across_tasks, claims, sanity, model_scale, power, accuracy, length, kl, clipping, entropy,
             group_weights, recipes, tuning, problems, manifest)

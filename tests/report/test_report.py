@@ -11,14 +11,15 @@ from bench.cli import main
 from bench.report import data as report_data
 from bench.report import tables
 
-SECTIONS = ["Summary", "Leaderboard", "Power: what this suite can decide", "Accuracy against compute", "Sigmoid fit (ScaleRL)",
+SECTIONS = ["Summary", "Leaderboard", "Skill, sharpening or collapse",
+            "Power: what this suite can decide", "Accuracy against compute", "Sigmoid fit (ScaleRL)",
             "Length bias",
             "Aggregation: gradient weight by length", "KL to the reference", "Clipping and off-policy", "Ratio telemetry", "Entropy",
             "Group reward spread and gradient weight",
             "Recipes as diffs from grpo", "Failed, diverged and missing runs", "Manifest"]
 FIGURES = ["leaderboard.png", "accuracy.png", "length_addition_nano.png", "length_bias.png", "grad_weights.png",
-           "kl.png", "clipping.png", "entropy.png"]
-CSVS = ["clipping", "grad_weights", "leaderboard", "length_bias", "power", "recipe_diffs", "runs", "sigmoid_fits"]
+           "kl.png", "clipping.png", "entropy.png", "frontier.png"]
+CSVS = ["clipping", "coverage", "grad_weights", "leaderboard", "length_bias", "power", "recipe_diffs", "runs", "sigmoid_fits"]
 
 
 @pytest.fixture(scope="module")
