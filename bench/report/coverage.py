@@ -37,7 +37,7 @@ KIND_TEXT = {
     "sharpening": "sampled pass@1 rises while greedy accuracy and pass@K do not: sampling moved toward "
                   "what greedy decoding already answered",
     "collapse": "pass@K falls while pass@1 or greedy accuracy rises: the gain was bought with coverage",
-    "mixed": "sampled pass@1 falls while greedy accuracy or pass@K rises",
+    "mixed": "one axis rises and another falls, other than collapse's pattern",
     "worse": "an axis falls and none rises",
     "equivalent": "every axis is equivalent to the baseline within the report's margin",
     "undecided": "no axis differs detectably, and not every one is shown equivalent",
@@ -48,8 +48,8 @@ def gain_kind(pass1: str, greedy: str, pass_k: str) -> str:
     """The kind of a contrast from each axis's finding: "up", "down" (Holm p < α, the direction of
     the mean difference), "equivalent" (TOST within the margin) or "flat" (neither).
 
-    Precedence: a coverage loss beside any gain is collapse (the gain cannot be called skill while
-    the policy solves fewer problems in K tries); a sampled loss beside a greedy or coverage gain is
+    Precedence: a coverage loss beside a pass@1 or greedy gain is collapse (the gain cannot be
+    called skill while the policy solves fewer problems in K tries); any other gain beside a loss is
     mixed; then skill (greedy or pass@K up), sharpening (pass@1 up alone), worse (something down),
     equivalent (all three), undecided.
     """
@@ -59,7 +59,7 @@ def gain_kind(pass1: str, greedy: str, pass_k: str) -> str:
             raise ValueError(f"an axis finding is one of up, down, equivalent, flat; got {f!r}")
     if pass_k == "down" and "up" in (pass1, greedy):
         return "collapse"
-    if pass1 == "down" and "up" in (greedy, pass_k):
+    if "up" in found and "down" in found:
         return "mixed"
     if "up" in (greedy, pass_k):
         return "skill"

@@ -431,7 +431,7 @@ def coverage(ctx: Context) -> list:
                 f"curve), each reduced over the evaluations as the primary metric is ({_reduction(ctx)}), paired by "
                 "seed with Holm's adjustment over the cell's recipes on each axis, and the equivalence test at "
                 f"±{rs.margin:g}. An axis is up or down where Holm's p < 0.05; a kind follows from the three: collapse "
-                "(pass@K down while pass@1 or greedy is up) before mixed (pass@1 down while greedy or pass@K is up), "
+                "(pass@K down while pass@1 or greedy is up) before mixed (any other rise beside a fall), "
                 "skill (greedy or pass@K up), sharpening (only pass@1 up), worse (something down), equivalent (all "
                 "three equivalent), else undecided. A recipe is never called better on pass@1 alone: read the "
                 "leaderboard's verdict with its kind. The MDD of each axis is in coverage.csv.")]

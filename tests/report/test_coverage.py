@@ -31,7 +31,7 @@ def test_gain_kind_covers_every_combination_of_findings():
         seen.add(kind)
         if k == "down" and "up" in (p1, g):
             assert kind == "collapse", (p1, g, k)
-        elif p1 == "down" and "up" in (g, k):
+        elif "up" in (p1, g, k) and "down" in (p1, g, k):
             assert kind == "mixed", (p1, g, k)
         elif "up" in (g, k):
             assert kind == "skill", (p1, g, k)
