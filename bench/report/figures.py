@@ -99,15 +99,13 @@ def leaderboard(board: pl.DataFrame, cells: list[str], colors: dict, base: str, 
     return fig
 
 
-AXIS_TITLES = {"pass1": "sampled pass@1", "greedy": "greedy accuracy", "pass_k": "pass@K"}
-
-
 def coverage_verdicts(cov: pl.DataFrame, board: pl.DataFrame, cells: list[str], colors: dict, base: str,
                       margin: float) -> plt.Figure:
     """One row per cell, one column per axis (sampled pass@1, greedy accuracy, pass@K): each recipe's
     paired difference from the baseline (dot) with its 95% paired t interval (bar), `*` where Holm's
     p < 0.05, shaded ±margin; the y labels carry each recipe's kind (skill, sharpening, collapse ...)."""
-    axes_names = ("pass1", "greedy", "pass_k")
+    from bench.report.coverage import AXES, AXIS_TEXT
+
     cells = [c for c in cells if cov.filter(pl.col("cell") == c).height]  # a cell of the baseline alone has none
     fig, axes = _axes(3, nrows=len(cells), w=4.2, h=0.4 * max(2, board["recipe"].n_unique()) + 1.3)
     for row, cell in zip(axes, cells):
@@ -115,7 +113,7 @@ def coverage_verdicts(cov: pl.DataFrame, board: pl.DataFrame, cells: list[str], 
         order = [r for r in board.filter(pl.col("cell") == cell)["recipe"].to_list() if r != base]
         by = {r["recipe"]: r for r in c.iter_rows(named=True)}
         k = next((r["k"] for r in by.values() if r["k"] is not None), None)
-        for ax, axis in zip(row, axes_names):
+        for ax, axis in zip(row, AXES):
             ax.axvspan(-margin, margin, color="0.9", zorder=0)
             ax.axvline(0, color="0.4", lw=0.8)
             for i, recipe in enumerate(order):
@@ -132,7 +130,7 @@ def coverage_verdicts(cov: pl.DataFrame, board: pl.DataFrame, cells: list[str], 
             labels = [f"{r}: {by[r]['kind']}" if r in by else r for r in order]
             ax.set_yticks(range(len(order)), labels if axis == "pass1" else [""] * len(order))
             ax.set_ylim(len(order) - 0.5, -0.5)
-            title = f"pass@{k}" if axis == "pass_k" and k else AXIS_TITLES[axis]
+            title = f"pass@{k}" if axis == "pass_k" and k else AXIS_TEXT[axis]
             ax.set_title(f"{cell}: Δ {title}", fontsize=10)
             ax.set_xlabel(f"recipe − {base}, paired by seed")
     fig.tight_layout()
