@@ -295,6 +295,12 @@ declare("eval/format_rate", kind="eval", unit="fraction",
 declare("eval/acc_formatted", kind="eval", unit="fraction",
         doc="accuracy among the well-formed samples: skill apart from format; NaN when none is well formed "
             "(December 2026; earlier runs read it as null)")
+declare("eval/kl_k1", kind="eval", unit="nats",
+        doc="mean per-token k1 = log π − log π_ref to the reference (the warm start) on the evaluation's sampled "
+            "answers (the first of each problem, at the evaluation's temperature); 0 at the warm start; absent "
+            "where no reference is kept (train.kl_metrics off) or k = 0")
+declare("eval/kl_k3", kind="eval", unit="nats",
+        doc="mean per-token k3 = e^u − 1 − u, u = log π_ref − log π, on the same tokens as eval/kl_k1")
 declare("eval/acc_ood", kind="eval", unit="fraction",
         doc="accuracy on the task's harder out-of-distribution split (avg@k, or greedy when eval.k = 0); NaN without one "
             "(December 2026; earlier runs read it as null)")

@@ -1,5 +1,6 @@
 """Held-out evaluation: greedy accuracy, avg@k and pass@k from k samples, format rate and accuracy among
-well-formed answers, a harder out-of-distribution split, lengths, truncation."""
+well-formed answers, the KL to the reference on the policy's own samples, a harder out-of-distribution
+split, lengths, truncation."""
 from __future__ import annotations
 
 import math
@@ -7,8 +8,9 @@ import torch
 
 from algorithms.metrics import PASS_AT_MAX
 from bench.config import EvalConfig
-from bench.engine.policy import Policy
-from bench.engine.rollout import NativeBackend, RolloutBackend, SamplingParams
+from bench.engine.padding import left_pad
+from bench.engine.policy import Policy, sequence_logprobs
+from bench.engine.rollout import Generation, NativeBackend, RolloutBackend, SamplingParams
 
 
 SAMPLES = 8  # greedy completions kept per evaluation when the caller asks (samples=[])
@@ -29,6 +31,7 @@ def evaluate(
     backend: RolloutBackend | None = None,
     samples: list | None = None,
     ood: tuple | None = None,
+    reference: torch.nn.Module | None = None,
 ) -> dict[str, float]:
     """Metrics named `eval/...` on `examples` (a task's held-out problems).
 
@@ -39,6 +42,8 @@ def evaluate(
     `acc_formatted` (accuracy among the well-formed samples: skill apart from format), and the
     coverage curve `pass@1`, `pass@2`, `pass@4`, ... `pass@k` (pass_at_k: the unbiased estimator from
     the same k samples, no extra generation).
+    reference: the frozen reference (the warm start); with k > 0, `kl_k1` and `kl_k3` (see kl_to_reference)
+    on the first sampled answer of every problem.
     ood: (task, examples, max_new_tokens) of a harder split (Task.ood): `acc_ood` is avg@k there
     (greedy accuracy when k = 0).
     samples: when a list, the first SAMPLES greedy completions are appended to it as dicts (prompt,
@@ -67,7 +72,11 @@ def evaluate(
         "eval/format_greedy": _nanmean([float(task.well_formed(t)) for t in texts]),
     }
     if cfg.k > 0:
-        hits, formed, tokens = _sampled(policy, backend, task, examples, prompts, cfg, max_new, seed + 1)
+        hits, formed, tokens, s = _sampled(policy, backend, task, examples, prompts, cfg, max_new, seed + 1)
+        if reference is not None:
+            first = list(range(0, len(examples) * cfg.k, cfg.k))
+            out.update(kl_to_reference(policy.model, reference, prompts, s, first, cfg.temperature, policy.pad_id,
+                                       cfg.batch_size))
         out["eval/avg_k"] = hits.mean().item()
         out["eval/pass_k"] = hits.amax(1).mean().item()
         out.update(pass_at_k(hits))
@@ -79,7 +88,7 @@ def evaluate(
         ood_examples = ood_examples[: cfg.ood_examples or len(ood_examples)]
         ood_prompts = policy.encode_prompts([e.prompt for e in ood_examples])
         if cfg.k > 0:
-            hits, _, tokens = _sampled(policy, backend, ood_task, ood_examples, ood_prompts, cfg, ood_max_new, seed + 2)
+            hits, _, tokens, _ = _sampled(policy, backend, ood_task, ood_examples, ood_prompts, cfg, ood_max_new, seed + 2)
         else:
             o = backend.generate(ood_prompts, SamplingParams(max_new_tokens=ood_max_new, greedy=True, seed=seed + 2))
             hits = torch.tensor([ood_task.score(t, e) >= 1.0 for t, e in zip(policy.decode(o.tokens, o.mask), ood_examples)],
@@ -109,12 +118,47 @@ def pass_at_k(hits: torch.Tensor) -> dict[str, float]:
             for k in pass_ks(n)}
 
 
+@torch.no_grad()
+def kl_to_reference(model: torch.nn.Module, reference: torch.nn.Module, prompts: list[list[int]], gen: Generation,
+                    rows: list[int], temperature: float, pad_id: int, micro_batch_size: int) -> dict[str, float]:
+    """`eval/kl_k1` and `eval/kl_k3`: the policy's KL to the reference on `rows` of `gen` (its own samples,
+    drawn at `temperature`, whose prompt is prompts[row // k]: the caller passes one sample per problem),
+    as the training metrics kl/k1 and kl/k3 define it: per token u = log π_ref − log π at that
+    temperature, k1 = −u and k3 = e^u − 1 − u, each averaged over every generated token of the rows.
+    Both log-probs come from one scoring pass each (the same kernels on the same tokens), so where the
+    policy is the reference (the warm start's evaluation) both are exactly 0."""
+    k = len(gen.tokens) // len(prompts)
+    u_sum = k3_sum = n_tok = 0.0
+    was_training = model.training
+    model.eval()  # as the sampler ran it
+    try:
+        for i in range(0, len(rows), micro_batch_size):
+            part = rows[i:i + micro_batch_size]
+            ids, att = left_pad([prompts[r // k] for r in part], pad_id)
+            idx = torch.tensor(part, device=gen.mask.device)
+            mask = gen.mask.index_select(0, idx)
+            width = max(1, int(mask.sum(1).max()))
+            tokens, mask = gen.tokens.index_select(0, idx)[:, :width], mask[:, :width].cpu()
+            dev = next(model.parameters()).device
+            ids, att, tokens = ids.to(dev), att.to(dev), tokens.to(dev)
+            logp = sequence_logprobs(model, ids, att, tokens, temperature)[0].float().cpu()
+            ref = sequence_logprobs(reference, ids, att, tokens, temperature)[0].float().cpu()
+            u = (ref - logp) * mask
+            u_sum += float(u.sum())
+            k3_sum += float(((u.exp() - 1 - u) * mask).sum())
+            n_tok += float(mask.sum())
+    finally:
+        model.train(was_training)
+    return {"eval/kl_k1": -u_sum / n_tok if n_tok else math.nan, "eval/kl_k3": k3_sum / n_tok if n_tok else math.nan}
+
+
 def _sampled(policy: Policy, backend: RolloutBackend, task, examples: list, prompts: list, cfg: EvalConfig,
-             max_new: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """k answers per prompt at cfg.temperature: (correct [n, k], well-formed [n, k], tokens generated)."""
+             max_new: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, Generation]:
+    """k answers per prompt at cfg.temperature: (correct [n, k], well-formed [n, k], tokens generated, the
+    generation itself)."""
     rep = [p for p in prompts for _ in range(cfg.k)]
     s = backend.generate(rep, SamplingParams(max_new_tokens=max_new, temperature=cfg.temperature, seed=seed))
     texts = policy.decode(s.tokens, s.mask)
     hits = torch.tensor([task.score(t, examples[i // cfg.k]) >= 1.0 for i, t in enumerate(texts)], dtype=torch.float32)
     formed = torch.tensor([task.well_formed(t) for t in texts], dtype=torch.bool)
-    return hits.view(len(examples), cfg.k), formed.view(len(examples), cfg.k), float(s.mask.sum().item())
+    return hits.view(len(examples), cfg.k), formed.view(len(examples), cfg.k), float(s.mask.sum().item()), s

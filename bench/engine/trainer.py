@@ -459,7 +459,8 @@ class Trainer:
         with self._amp():
             ec = self.cfg.eval.eval_config()
             m = evaluate(self.policy, self.task, self.test, ec, max_new_tokens=self.max_new, seed=self.cfg.seed,
-                         samples=samples, ood=self.ood, backend=self.compute.eval_backend(self.policy, ec.batch_size))
+                         samples=samples, ood=self.ood, backend=self.compute.eval_backend(self.policy, ec.batch_size),
+                         reference=self.reference)
         self.samples.extend({"step": self._step, "fraction": frac, "index": i, **s} for i, s in enumerate(samples))
         return {"step": self._step, "fraction": frac, "compute/flops": float(self.ledger.flops), **m}
 

@@ -179,18 +179,25 @@ def verdicts(suite: Suite, data: Data) -> pl.DataFrame:
 
 
 def kl_at_evals(data: Data) -> pl.DataFrame:
-    """The finished evaluations with `kl`: the policy's KL k1 to the reference at each evaluation,
-    read from the training batches of the budget's bin (1/N_BINS) that holds the evaluation's spent
-    fraction (the steps just before it); 0 at step 0, where the policy is the warm start and the
-    warm start is the reference; null where the run logged no kl/k1 there."""
+    """The finished evaluations with `kl`: the policy's KL k1 to the reference at each evaluation, and
+    `kl_source` saying where it comes from: "eval" where the run logged eval/kl_k1 (measured on the
+    evaluation's own samples), else "steps": read from the training batches of the budget's bin
+    (1/N_BINS) that holds the evaluation's spent fraction (the steps just before it), 0 at step 0, where
+    the policy is the warm start and the warm start is the reference; null where neither is logged."""
     from bench.report.data import N_BINS
 
     ev = finished(data.evals)
     steps = finished(data.steps)
-    if "kl/k1" not in steps.columns:
-        return ev.with_columns(pl.lit(None, dtype=pl.Float64).alias("kl"))
-    bins = steps.select("run_id", "frac", pl.col("kl/k1").alias("_kl"))
-    at = ((pl.col("spent") * N_BINS).ceil().clip(1, N_BINS) / N_BINS).alias("frac")
-    return (ev.with_columns(at).join(bins, on=["run_id", "frac"], how="left", maintain_order="left")
-            .with_columns(pl.when(pl.col("step") == 0).then(0.0).otherwise(pl.col("_kl")).alias("kl"))
-            .drop("frac", "_kl"))
+    logged = pl.col("eval_kl").fill_nan(None) if "eval_kl" in ev.columns else pl.lit(None, dtype=pl.Float64)
+    if "kl/k1" in steps.columns:
+        bins = steps.select("run_id", "frac", pl.col("kl/k1").alias("_kl"))
+        at = ((pl.col("spent") * N_BINS).ceil().clip(1, N_BINS) / N_BINS).alias("frac")
+        ev = (ev.with_columns(at).join(bins, on=["run_id", "frac"], how="left", maintain_order="left")
+              .with_columns(pl.when(pl.col("step") == 0).then(0.0).otherwise(pl.col("_kl")).alias("_kl"))
+              .drop("frac"))
+    else:
+        ev = ev.with_columns(pl.lit(None, dtype=pl.Float64).alias("_kl"))
+    return (ev.with_columns(pl.coalesce(logged, pl.col("_kl")).alias("kl"),
+                            pl.when(logged.is_not_null()).then(pl.lit("eval"))
+                            .when(pl.col("_kl").is_not_null()).then(pl.lit("steps")).alias("kl_source"))
+            .drop("_kl"))

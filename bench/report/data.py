@@ -35,7 +35,8 @@ class Data:
            budget's unit: FLOPs, steps or generated tokens), flops, acc (the suite's [report] accuracy),
            acc_greedy, len_mean, len_correct, len_incorrect; where the runs logged them format_rate,
            avg_k and pass_k (the mean and the any-correct of the evaluation's k samples per problem) and
-           the coverage curve pass@1, pass@2, ... pass@K (null in rows of runs that did not log that K)
+           the coverage curve pass@1, pass@2, ... pass@K (null in rows of runs that did not log that K),
+           and eval_kl (eval/kl_k1: the KL to the reference on the evaluation's samples)
     steps  per run and budget bin (N_BINS per budget): cell, recipe, seed, run_id, status,
            frac, flops and the step metrics over the bin, each reduced as it declares (its `over_steps`: the
            mean, or the max for policy/ratio_max; NaN-aware)
@@ -115,6 +116,8 @@ def load(suite: Suite, root: Path) -> Data:
     # avg_k and pass_k (the mean and the any-correct of the k samples, every run)
     coverage = [pl.col(c).alias(c.removeprefix("eval/")) for c in PASS_AT if c in names]
     coverage += [pl.col(c).alias(c.removeprefix("eval/")) for c in ("eval/avg_k", "eval/pass_k") if c in names]
+    # the KL to the reference on the evaluation's own samples, where runs logged it (December 2026 on)
+    coverage += [pl.col("eval/kl_k1").alias("eval_kl")] if "eval/kl_k1" in names else []
     evals = (ev.join(labels.lazy(), on="run_id")
              .pipe(_spent, st)
              .select("cell", "recipe", "seed", "run_id", "status", "rank", "step", "fraction", "spent",

@@ -444,12 +444,18 @@ def coverage(ctx: Context) -> list:
     else:
         out.append(Para("pass@k curves: these runs logged pass@k at one k only (runs from before the coverage curve "
                         "eval/pass@1, pass@2, ...); rerun them to draw the curve."))
-    out.append(ctx.figure("frontier.png", F.accuracy_kl_frontier(C.kl_at_evals(ctx.data), ctx.cells, ctx.colors,
-                                                                 rs.accuracy_text),
+    kl = C.kl_at_evals(ctx.data)
+    sources = set(kl["kl_source"].drop_nulls())
+    measured = ("KL is measured at each evaluation on its own sampled answers (eval/kl_k1, the first of each "
+                "problem), 0 at the warm start (the reference)")
+    binned = (f"KL is read from the training batches of the 1/{N_BINS} of the budget before each evaluation, "
+              "0 at the warm start (the reference)")
+    how = {frozenset({"eval"}): measured, frozenset({"eval", "steps"}): f"{measured}; for runs that did not log it, "
+           f"{binned[0].lower()}{binned[1:]}"}.get(frozenset(sources), binned)
+    out.append(ctx.figure("frontier.png", F.accuracy_kl_frontier(kl, ctx.cells, ctx.colors, rs.accuracy_text),
                           f"{_cap(rs.accuracy_text)} against the policy's KL k1 to the reference, each recipe's "
                           "evaluations as a path (mean over seeds at each evaluation of the schedule; square: the last). "
-                          f"KL is read from the training batches of the 1/{N_BINS} of the budget before each evaluation, "
-                          "0 at the warm start (the reference). Up and to the left: more accuracy for less drift."))
+                          f"{how}. Up and to the left: more accuracy for less drift."))
     return out
 
 

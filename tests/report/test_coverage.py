@@ -117,3 +117,25 @@ def test_runs_without_the_coverage_curve_read_pass_at_k_at_eval_k(tmp_path, fake
     assert coverage.coverage_column(frame) == ("pass_k", None), "a K that some evaluations lack is not read"
     assert coverage.coverage_column(frame.tail(1)) == ("pass@2", 2), "the largest K every evaluation logged"
     assert coverage.coverage_column(frame.select("pass@1")) == (None, None)
+
+
+def test_the_frontier_reads_the_kl_each_evaluation_measured_and_falls_back_to_the_training_batches(tmp_path, fake_runs):
+    """A run that logged eval/kl_k1 is placed at its own measurement; one that did not, at the KL of
+    the training batches before each evaluation (0 at the warm start)."""
+    path = tmp_path / "cov.toml"
+    path.write_text(TOML)
+    s = suites.load(path)
+    root = tmp_path / "results"
+    for cfg in s.expand():
+        steps, evals = fake_runs.curves("grpo", cfg.seed, fake_runs.steps)
+        for e in evals:
+            e["eval/acc_formatted"] = e["eval/acc_greedy"]
+            if cfg.recipe.name == "dapo":
+                e["eval/kl_k1"] = 0.5 + e["fraction"] + cfg.seed
+        results.write_run(root, cfg.run_id, fake_runs.meta(cfg, "finished", fake_runs.steps), steps, evals)
+    kl = coverage.kl_at_evals(report_data.load(s, root))
+    dapo, rest = kl.filter(kl["recipe"] == "dapo"), kl.filter(kl["recipe"] != "dapo")
+    assert dapo.height and (dapo["kl_source"] == "eval").all()
+    assert (dapo["kl"] == 0.5 + dapo["fraction"] + dapo["seed"]).all(), "the run's own figure, even at step 0"
+    assert rest.height and (rest["kl_source"] == "steps").all()
+    assert (rest.filter(rest["step"] == 0)["kl"] == 0.0).all() and (rest.filter(rest["step"] > 0)["kl"] > 0).all()
