@@ -295,14 +295,8 @@ declare("eval/format_rate", kind="eval", unit="fraction",
 declare("eval/acc_formatted", kind="eval", unit="fraction",
         doc="accuracy among the well-formed samples: skill apart from format; NaN when none is well formed "
             "(December 2026; earlier runs read it as null)")
-declare("eval/kl_k1", kind="eval", unit="nats",
-        doc="mean per-token k1 = log π − log π_ref to the reference (the warm start) on the evaluation's sampled "
-            "answers (the first of each problem, at the evaluation's temperature); 0 at the warm start; absent "
-            "where no reference is kept (train.kl_metrics off) or k = 0")
-declare("eval/kl_k3", kind="eval", unit="nats",
-        doc="mean per-token k3 = e^u − 1 − u, u = log π_ref − log π, on the same tokens as eval/kl_k1")
 declare("eval/acc_ood", kind="eval", unit="fraction",
-        doc="accuracy on the task's harder out-of-distribution split (avg@k, or greedy when eval.k = 0); NaN without one "
+        doc="accuracy on the task's harder out-of-distribution split (avg@min(k, 4), or greedy when eval.k = 0); NaN without one "
             "(December 2026; earlier runs read it as null)")
 PASS_AT_MAX = 1024  # eval/pass@K is declared for K = 1, 2, 4, ... up to this (bench/engine/evaluate.py)
 PASS_AT = tuple(f"eval/pass@{1 << i}" for i in range(PASS_AT_MAX.bit_length()))  # in increasing K
@@ -311,6 +305,15 @@ for _k in (1 << i for i in range(PASS_AT_MAX.bit_length())):
             doc=f"pass@{_k}: the chance that {_k} of an example's eval.k samples, drawn without replacement, include a "
                 f"correct one (the unbiased estimator), averaged over examples; only when eval.k >= {_k} "
                 "(December 2026; earlier runs read it as null)")
+# declared after the published ones, so that the columns of published records keep their order
+declare("eval/n_sampled", kind="eval", unit="examples",
+        doc="held-out examples that got the k samples (eval.sampled_examples, the first of eval/n); absent when k = 0")
+declare("eval/kl_k1", kind="eval", unit="nats",
+        doc="mean per-token k1 = log π − log π_ref to the reference (the warm start) on the evaluation's sampled "
+            "answers (the first of each problem, at the evaluation's temperature); 0 at the warm start; absent "
+            "where no reference is kept (train.kl_metrics off) or k = 0")
+declare("eval/kl_k3", kind="eval", unit="nats",
+        doc="mean per-token k3 = e^u − 1 − u, u = log π_ref − log π, on the same tokens as eval/kl_k1")
 
 declare("tokens", kind="stat", unit="tokens", merge="sum", doc="valid tokens of a micro-batch: the weight of token means")
 declare("sequences", kind="stat", unit="sequences", merge="sum",

@@ -120,6 +120,8 @@ class EvalConfig(Section):
     temperature: float = Field(1.0, gt=0)
     batch_size: int = Field(256, ge=1)  # prompts per generate call, bounds KV-cache memory
     ood_examples: int = Field(0, ge=0)  # problems of the harder split (Task.ood) for eval/acc_ood; 0: none
+    # problems (the first of the n_examples) that get the k samples; None: all. Greedy runs on all n_examples
+    sampled_examples: int | None = Field(None, ge=1)
 
 
 class EvalSchedule(Section):
@@ -132,7 +134,7 @@ class EvalSchedule(Section):
     """
 
     WHERE: ClassVar[str] = "eval"
-    LATER: ClassVar[tuple[str, ...]] = ("items", "ood_examples")
+    LATER: ClassVar[tuple[str, ...]] = ("items", "ood_examples", "sampled_examples")
     every: float = Field(0.1, gt=0, le=1)  # evaluate at every `every` fraction of the budget (and at 0 and 1)
     n_examples: int = Field(200, ge=1)
     k: int = Field(4, ge=0)
@@ -142,6 +144,10 @@ class EvalSchedule(Section):
     # seeds includes the variance of test items (a user's next test set is another draw).
     items: Literal["fixed", "per_seed"] = "fixed"
     ood_examples: int = Field(0, ge=0)  # problems of the task one difficulty step harder (eval/acc_ood); 0: none
+    # The coverage curve pass@1 ... pass@k needs k samples per problem, and greedy accuracy one answer: the
+    # first sampled_examples of the n_examples problems get the k samples (sampled pass@1, pass@k, format
+    # rate, accuracy among well-formed answers, KL), all n_examples the greedy answer. None: all of them.
+    sampled_examples: int | None = Field(None, ge=1)
     spacing: Literal["linear", "log"] = "linear"
     points: int = Field(8, ge=2, le=100)  # log spacing: evaluation points above 0, the last at 1
     first: float = Field(0.01, gt=0, lt=1)  # log spacing: the first evaluation point above 0
@@ -150,6 +156,9 @@ class EvalSchedule(Section):
     def _one_over_n(self) -> EvalSchedule:
         if self.spacing == "linear" and abs(round(1 / self.every) * self.every - 1) > 1e-9:
             raise ConfigError(f"eval.every: got {self.every!r}; expected 1/n for an integer n >= 1 (e.g. 0.1, 0.25)")
+        if self.sampled_examples is not None and self.sampled_examples > self.n_examples:
+            raise ConfigError(f"eval.sampled_examples: got {self.sampled_examples}, more than eval.n_examples "
+                              f"({self.n_examples}); expected 1 to {self.n_examples}, or leave it out (all of them)")
         return self
 
     @property
@@ -162,7 +171,7 @@ class EvalSchedule(Section):
 
     def eval_config(self) -> EvalConfig:
         return EvalConfig(n_examples=self.n_examples, k=self.k, temperature=self.temperature,
-                          ood_examples=self.ood_examples)
+                          ood_examples=self.ood_examples, sampled_examples=self.sampled_examples)
 
     def canonical(self) -> dict:
         """The hashed form: the fields of linear spacing as before log spacing existed (so run ids

@@ -14,6 +14,9 @@ from bench.engine.rollout import Generation, NativeBackend, RolloutBackend, Samp
 
 
 SAMPLES = 8  # greedy completions kept per evaluation when the caller asks (samples=[])
+# samples per problem on the harder split: acc_ood is a mean (avg@k), which needs no coverage curve, so
+# it stays at k = 4's cost when k is raised for pass@k (every suite with ood_examples had k = 4)
+OOD_K = 4
 
 
 def _nanmean(xs: list[float]) -> float:
@@ -36,7 +39,8 @@ def evaluate(
     """Metrics named `eval/...` on `examples` (a task's held-out problems).
 
     Greedy: `acc_greedy` and `format_greedy` (share of greedy answers that are well-formed, see
-    Task.well_formed). With k > 0, k answers sampled per prompt at cfg.temperature: `avg_k` (avg@k,
+    Task.well_formed). With k > 0, k answers sampled per prompt at cfg.temperature, on the first
+    cfg.sampled_examples problems (all when None; `n_sampled` says how many): `avg_k` (avg@k,
     the sampled pass@1), `pass_k` (share of prompts with a correct sample among k; n = k, so the
     unbiased estimator reduces to this), `format_rate` (share of samples that are well-formed) and
     `acc_formatted` (accuracy among the well-formed samples: skill apart from format), and the
@@ -44,8 +48,8 @@ def evaluate(
     the same k samples, no extra generation).
     reference: the frozen reference (the warm start); with k > 0, `kl_k1` and `kl_k3` (see kl_to_reference)
     on the first sampled answer of every problem.
-    ood: (task, examples, max_new_tokens) of a harder split (Task.ood): `acc_ood` is avg@k there
-    (greedy accuracy when k = 0).
+    ood: (task, examples, max_new_tokens) of a harder split (Task.ood): `acc_ood` is avg@min(k, OOD_K)
+    there (greedy accuracy when k = 0).
     samples: when a list, the first SAMPLES greedy completions are appended to it as dicts (prompt,
     completion, answer, correct): the evaluation's own outputs, no extra generation.
     """
@@ -72,10 +76,13 @@ def evaluate(
         "eval/format_greedy": _nanmean([float(task.well_formed(t)) for t in texts]),
     }
     if cfg.k > 0:
-        hits, formed, tokens, s = _sampled(policy, backend, task, examples, prompts, cfg, max_new, seed + 1)
+        m = cfg.sampled_examples or len(examples)
+        hits, formed, tokens, s = _sampled(policy, backend, task, examples[:m], prompts[:m], cfg.k, cfg, max_new,
+                                           seed + 1)
+        out["eval/n_sampled"] = float(hits.shape[0])
         if reference is not None:
-            first = list(range(0, len(examples) * cfg.k, cfg.k))
-            out.update(kl_to_reference(policy.model, reference, prompts, s, first, cfg.temperature, policy.pad_id,
+            first = list(range(0, hits.shape[0] * cfg.k, cfg.k))
+            out.update(kl_to_reference(policy.model, reference, prompts[:m], s, first, cfg.temperature, policy.pad_id,
                                        cfg.batch_size))
         out["eval/avg_k"] = hits.mean().item()
         out["eval/pass_k"] = hits.amax(1).mean().item()
@@ -88,7 +95,8 @@ def evaluate(
         ood_examples = ood_examples[: cfg.ood_examples or len(ood_examples)]
         ood_prompts = policy.encode_prompts([e.prompt for e in ood_examples])
         if cfg.k > 0:
-            hits, _, tokens, _ = _sampled(policy, backend, ood_task, ood_examples, ood_prompts, cfg, ood_max_new, seed + 2)
+            hits, _, tokens, _ = _sampled(policy, backend, ood_task, ood_examples, ood_prompts, min(cfg.k, OOD_K), cfg,
+                                          ood_max_new, seed + 2)
         else:
             o = backend.generate(ood_prompts, SamplingParams(max_new_tokens=ood_max_new, greedy=True, seed=seed + 2))
             hits = torch.tensor([ood_task.score(t, e) >= 1.0 for t, e in zip(policy.decode(o.tokens, o.mask), ood_examples)],
@@ -152,13 +160,13 @@ def kl_to_reference(model: torch.nn.Module, reference: torch.nn.Module, prompts:
     return {"eval/kl_k1": -u_sum / n_tok if n_tok else math.nan, "eval/kl_k3": k3_sum / n_tok if n_tok else math.nan}
 
 
-def _sampled(policy: Policy, backend: RolloutBackend, task, examples: list, prompts: list, cfg: EvalConfig,
+def _sampled(policy: Policy, backend: RolloutBackend, task, examples: list, prompts: list, k: int, cfg: EvalConfig,
              max_new: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, Generation]:
     """k answers per prompt at cfg.temperature: (correct [n, k], well-formed [n, k], tokens generated, the
     generation itself)."""
-    rep = [p for p in prompts for _ in range(cfg.k)]
+    rep = [p for p in prompts for _ in range(k)]
     s = backend.generate(rep, SamplingParams(max_new_tokens=max_new, temperature=cfg.temperature, seed=seed))
     texts = policy.decode(s.tokens, s.mask)
-    hits = torch.tensor([task.score(t, examples[i // cfg.k]) >= 1.0 for i, t in enumerate(texts)], dtype=torch.float32)
+    hits = torch.tensor([task.score(t, examples[i // k]) >= 1.0 for i, t in enumerate(texts)], dtype=torch.float32)
     formed = torch.tensor([task.well_formed(t) for t in texts], dtype=torch.bool)
-    return hits.view(len(examples), cfg.k), formed.view(len(examples), cfg.k), float(s.mask.sum().item()), s
+    return hits.view(len(examples), k), formed.view(len(examples), k), float(s.mask.sum().item()), s

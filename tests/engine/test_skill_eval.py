@@ -98,3 +98,31 @@ def test_pass_at_k_is_the_unbiased_estimator_over_every_subset():
     assert got["eval/pass@1"] == pytest.approx(hits.mean().item(), abs=2.0 ** -23)  # avg@n (float32 mean)
     assert pass_at_k(hits[:, :4])["eval/pass@4"] == 2 / 3  # K = n: any correct among all n (eval/pass_k)
     assert [got[f"eval/pass@{k}"] for k in (1, 2, 4)] == sorted(got.values())  # coverage only grows with K
+
+
+def test_sampled_examples_draws_the_k_samples_on_the_first_problems_and_greedy_on_all(bench_cache, tmp_path):
+    t = ready(make_cfg(ood_examples=3), tmp_path)
+    some = evaluate(t.policy, t.task, t.test, EvalConfig(n_examples=12, k=4, sampled_examples=5), seed=0)
+    head = evaluate(t.policy, t.task, t.test[:5], EvalConfig(n_examples=5, k=4), seed=0)
+    every = evaluate(t.policy, t.task, t.test, EvalConfig(n_examples=12, k=4), seed=0)
+    assert some["eval/n"] == 12 and some["eval/n_sampled"] == 5 and every["eval/n_sampled"] == 12
+    # the same prompts, seed and batches as an evaluation of those 5 alone: the same samples, bit for bit
+    for name in ("eval/avg_k", "eval/pass@4", "eval/format_rate", "eval/acc_formatted"):
+        assert some[name] == head[name], name
+    assert some["eval/acc_greedy"] == every["eval/acc_greedy"], "greedy answers every problem"
+
+
+def test_the_harder_split_samples_at_most_ood_k_per_problem(bench_cache, tmp_path):
+    from bench.engine.evaluate import OOD_K
+
+    t = ready(make_cfg(ood_examples=4), tmp_path)
+    wide = evaluate(t.policy, t.task, t.test, EvalConfig(n_examples=3, k=16, ood_examples=4), seed=0, ood=t.ood)
+    four = evaluate(t.policy, t.task, t.test, EvalConfig(n_examples=3, k=OOD_K, ood_examples=4), seed=0, ood=t.ood)
+    assert OOD_K == 4 and wide["eval/acc_ood"] == four["eval/acc_ood"]
+
+
+def test_sampled_examples_above_n_examples_is_refused_with_the_valid_range():
+    with pytest.raises(ValueError, match=r"eval.sampled_examples: got 300, more than eval.n_examples \(200\); "
+                                         r"expected 1 to 200"):
+        EvalSchedule(n_examples=200, sampled_examples=300)
+    assert EvalSchedule(n_examples=200, sampled_examples=200).eval_config().sampled_examples == 200
