@@ -10,6 +10,11 @@
     startup_trials = 3      # TPE samples at random and the median pruner prunes nothing until this many
     seed = 1000             # the trials' training seed: outside the suite's seeds, so the tuned suite's
                             # runs are fresh draws and not a repeat of the best of N trials
+    warmstarts = [1000]     # the warm starts (warmstart.seed) the tuning seeds start from, seed i from
+                            # warmstarts[i mod len]: none of them a warm start the suite's evaluation
+                            # runs use (refused otherwise), so a setting is not chosen on the very
+                            # warm starts it is then judged on. Default: warmstart.seed + 1000 + i mod W,
+                            # W the cell's warm starts (its regime's `warmstarts`, else 1)
     sampler_seed = 0        # TPE's seed (worker k uses sampler_seed + k)
 
     [tune.space.grpo]       # per recipe: change, add or (with false) drop search ranges; see space.py
@@ -31,6 +36,7 @@ OBJECTIVES = ("final", "auc")
 PRUNERS = ("median", "hyperband", "none")
 SAMPLERS = ("tpe", "grid")
 DEFAULT_SEEDS = (1000,)
+WARMSTART_OFFSET = 1000  # default tuning warm starts: warmstart.seed + this + i mod W (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class TuneSettings:
     sampler: Literal["tpe", "grid"] = "tpe"
     sampler_seed: int = 0
     cell: str | None = None
+    warmstarts: tuple[int, ...] | None = None  # None: WARMSTART_OFFSET's default (see the module docstring)
     space: dict = field(default_factory=dict)  # recipe -> {path: spec | false}
     accuracy: str = "eval/acc_greedy"  # the evaluation column the objective reads (the suite's [report] accuracy)
 
@@ -62,6 +69,10 @@ class TuneSettings:
         if (not isinstance(self.seeds, tuple) or not self.seeds or not all(map(_natural, self.seeds))
                 or len(set(self.seeds)) != len(self.seeds)):
             raise ConfigError(f"tune.seeds must be a non-empty list of distinct ints >= 0, got {list(self.seeds)!r}")
+        w = self.warmstarts
+        if w is not None and (not isinstance(w, tuple) or not w or not all(map(_natural, w)) or len(set(w)) != len(w)):
+            raise ConfigError(f"tune.warmstarts must be a non-empty list of distinct ints >= 0 (warm-start seeds), "
+                              f"got {list(w) if isinstance(w, tuple) else w!r}")
 
     @property
     def seed(self) -> int:
@@ -93,8 +104,9 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
         if "seeds" in table:
             raise ConfigError(f"{suite.path}: tune.seed and tune.seeds both given; keep one (seeds = [..] for several)")
         table["seeds"] = [table.pop("seed")]
-    if "seeds" in table:
-        table["seeds"] = tuple(table["seeds"]) if isinstance(table["seeds"], list) else table["seeds"]
+    for key in ("seeds", "warmstarts"):
+        if key in table:
+            table[key] = tuple(table[key]) if isinstance(table[key], list) else table[key]
     if "cell" in table:
         names = [c.name for c in suite.cells]
         if table["cell"] not in names:
@@ -111,4 +123,33 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
         raise ConfigError(f"{suite.path}: tuning seed(s) {both} are among the suite's evaluation seeds "
                           f"{list(suite.all_seeds)}: a tuned run at such a seed would repeat a trial, the best of "
                           "N draws, an optimistic one; choose tune.seeds outside them (e.g. from 1000)")
+    if s.warmstarts is not None:
+        used = evaluation_warmstarts(suite)
+        clash = sorted(set(s.warmstarts) & set(used))
+        if clash:
+            raise ConfigError(f"{suite.path}: tune.warmstarts {clash} {'is' if len(clash) == 1 else 'are'} among the "
+                              f"warm starts the suite's evaluation runs use {sorted(used)}: a setting chosen on the warm "
+                              "starts it is then judged on is chosen for them; choose others (e.g. from "
+                              f"{suite.warmstart.seed + WARMSTART_OFFSET}), or leave tune.warmstarts out for that default")
     return s
+
+
+def evaluation_warmstarts(suite: Suite) -> set[int]:
+    """Every warm-start seed a run of the suite's expansion starts from (over its cells and seeds)."""
+    return {suite.warmstart_seed(cell, seed) for cell in suite.cells for seed in suite.all_seeds}
+
+
+def tuning_warmstarts(suite: Suite, cell, settings: TuneSettings) -> tuple[int, ...]:
+    """The warm start (warmstart.seed) of each tuning seed in `cell`, in settings.seeds' order: from
+    tune.warmstarts (seed i: warmstarts[i mod len]), else warmstart.seed + WARMSTART_OFFSET + i mod W,
+    W the cell's warm starts (a regime's `warmstarts`, else 1). Refused where one is an evaluation
+    warm start (possible only for the default when the suite's seeds reach WARMSTART_OFFSET)."""
+    cell = suite.cell(cell)
+    n = (cell.regime.warmstarts if cell.regime else None) or 1
+    own = settings.warmstarts or tuple(suite.warmstart.seed + WARMSTART_OFFSET + i for i in range(n))
+    out = tuple(own[i % len(own)] for i in range(len(settings.seeds)))
+    clash = sorted(set(out) & evaluation_warmstarts(suite))
+    if clash:
+        raise ConfigError(f"{suite.path}: the tuning warm starts {clash} of cell {cell.name} are among the evaluation's "
+                          f"{sorted(evaluation_warmstarts(suite))}; set tune.warmstarts to others")
+    return out

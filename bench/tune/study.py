@@ -31,7 +31,7 @@ from bench import results
 from bench.config import RunConfig
 from bench.suite import Cell, Suite
 from bench.tune import space as spaces
-from bench.tune.settings import TuneSettings
+from bench.tune.settings import TuneSettings, tuning_warmstarts
 
 @dataclass(frozen=True)
 class StudySpec:
@@ -67,8 +67,12 @@ def plan(suite: Suite, recipes: list[str], cells: list[Cell], settings: TuneSett
     out = []
     for cell in cells:
         for recipe in (r for r in recipes if r in suite.cell_recipes(cell)):  # a regime may run a subset
-            cfg = suite.run_config(cell, recipe, settings.seed)
-            bases = (cfg.to_dict(),) + tuple(suite.run_config(cell, recipe, sd).to_dict() for sd in settings.seeds[1:])
+            # each tuning seed from a warm start no evaluation run uses (tune.warmstarts, settings.py)
+            ws = tuning_warmstarts(suite, cell, settings)
+            cfgs = [suite.run_config(cell, recipe, sd).with_values({"warmstart.seed": w})
+                    for sd, w in zip(settings.seeds, ws)]
+            cfg = cfgs[0]
+            bases = tuple(c.to_dict() for c in cfgs)
             where = f"{suite.path}: search space of {recipe}"
             sp = spaces.space_for(suite.registered(recipe), settings.space.get(recipe), where)
             spaces.validate(sp, cfg, where)

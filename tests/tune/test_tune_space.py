@@ -199,3 +199,38 @@ def test_trial_identity_is_hashed_other_tags_are_not(tiny):
     t0 = cfg.replace(tags={"study": "tiny/addition/nano/grpo", "trial": 0})
     t1 = cfg.replace(tags={"study": "tiny/addition/nano/grpo", "trial": 1})
     assert len({cfg.run_id, t0.run_id, t1.run_id}) == 3  # two trials sampling the same values: two runs
+
+
+def test_tuning_starts_from_warm_starts_no_evaluation_run_uses(tmp_path):
+    """Each tuning seed trains from a warm start outside the evaluation's (issue 40): by default
+    warmstart.seed + 1000 + i mod W, W the cell's warm starts; a list of one's own is used cyclically
+    and refused where it meets an evaluation warm start."""
+    p = tmp_path / "t.toml"
+    three = TINY.format(steps=4, n_examples=16).replace("[tune]", "[regimes.ws3]\nwarmstarts = 3\n\n[tune]").replace(
+        "trials = 3", "trials = 3\nseeds = [1000, 1001, 1002, 1003]")
+    p.write_text(three)
+    s = suites.load(p)
+    assert tune_settings.evaluation_warmstarts(s) == {0, 1}  # seeds 0 and 1: warm starts 0 and 1 (s mod 3)
+    (spec,) = study.plan(s, ["grpo"], list(s.cells), tune_settings.from_suite(s))
+    assert [b["warmstart"]["seed"] for b in spec.bases] == [1000, 1001, 1002, 1000]
+    assert [b["seed"] for b in spec.bases] == [1000, 1001, 1002, 1003]
+    p.write_text(three.replace("seeds = [1000", "warmstarts = [7, 9]\nseeds = [1000"))
+    s = suites.load(p)
+    (spec,) = study.plan(s, ["grpo"], list(s.cells), tune_settings.from_suite(s))
+    assert [b["warmstart"]["seed"] for b in spec.bases] == [7, 9, 7, 9]
+    p.write_text(three.replace("seeds = [1000", "warmstarts = [1, 5]\nseeds = [1000"))
+    with pytest.raises(ValueError, match=r"tune.warmstarts \[1\] is among the warm starts the suite's evaluation runs "
+                                         r"use \[0, 1\].*choose others \(e.g. from 1000\)"):
+        tune_settings.from_suite(suites.load(p))
+    p.write_text(TINY.format(steps=4, n_examples=16).replace("trials = 3", "trials = 3\nseeds = [1000, 1001]"))
+    s = suites.load(p)  # one warm start in the cell: every tuning seed from the one tuning warm start
+    (spec,) = study.plan(s, ["grpo"], list(s.cells), tune_settings.from_suite(s))
+    assert [b["warmstart"]["seed"] for b in spec.bases] == [1000, 1000]
+
+
+@pytest.mark.parametrize("value", ["[]", "[3, 3]", "[-1]", '"a"'])
+def test_bad_tuning_warm_starts_name_what_is_expected(tmp_path, value):
+    p = tmp_path / "t.toml"
+    p.write_text(TINY.format(steps=4, n_examples=16).replace("trials = 3", f"trials = 3\nwarmstarts = {value}"))
+    with pytest.raises(ValueError, match="tune.warmstarts must be a non-empty list of distinct ints >= 0"):
+        tune_settings.from_suite(suites.load(p))
