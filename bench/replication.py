@@ -15,6 +15,10 @@ report's own statistics (`bench.report.tables.leaderboard`, its margin and its b
 - verdict: better / worse / equivalent / undecided, the same on both sides, or a disagreement the
   published report could not have excluded: the two Δs within the published minimum detectable
   difference of each other, never better on one side and worse on the other.
+- kind: what the gain is (skill, sharpening, collapse, ...: `bench.report.coverage`, read on sampled
+  pass@1, greedy accuracy and pass@K), the same on both sides, or a disagreement the published report
+  could not have excluded: on every axis whose finding differs, the two Δs within that axis's
+  published minimum detectable difference.
 - level: each recipe's primary metric, rerun minus published, paired by seed. It reproduces when
   that shift's 95% interval includes 0 or lies within ±margin, and is judged only where the cell's
   intervals cover warm-start variance (several warm starts); a cell with one warm start reports the
@@ -62,6 +66,40 @@ class Contrast:
 
 
 @dataclass
+class KindCheck:
+    """One recipe's coverage kind against the baseline in one cell, published and rerun (axes: per axis
+    of bench.report.coverage.AXES, (Δ published, Δ rerun, published MDD, finding published, finding rerun))."""
+
+    cell: str
+    recipe: str
+    kind_pub: str
+    kind_new: str
+    axes: dict
+    ok: bool
+    note: str
+
+
+def _num(v) -> float:
+    return math.nan if v is None else float(v)
+
+
+def _kind_agreement(kind_pub: str, kind_new: str, axes: dict) -> tuple[bool, str]:
+    """The same kind; or, on every axis whose finding differs, |Δ rerun − Δ published| within that
+    axis's published MDD (a difference the published runs could not have detected)."""
+    if kind_pub == kind_new:
+        return True, "the same"
+    beyond = []
+    for axis, (d_pub, d_new, mdd, f_pub, f_new) in axes.items():
+        if f_pub == f_new:
+            continue
+        if not (math.isfinite(mdd) and math.isfinite(d_pub) and math.isfinite(d_new) and abs(d_new - d_pub) <= mdd):
+            beyond.append(f"{axis} {f_pub} → {f_new}, Δ {d_pub:+.4f} → {d_new:+.4f} beyond the published MDD {mdd:.4g}")
+    if beyond:
+        return False, "; ".join(beyond)
+    return True, "every axis that moved stays within its published MDD"
+
+
+@dataclass
 class Level:
     """One recipe's primary metric in one cell, rerun minus published, paired by seed."""
 
@@ -81,6 +119,7 @@ class VerdictCheck:
     cells: list[str]
     margin: float
     contrasts: list[Contrast] = field(default_factory=list)
+    kinds: list[KindCheck] = field(default_factory=list)
     levels: list[Level] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # reruns that did not finish, missing runs
 
@@ -94,6 +133,9 @@ class VerdictCheck:
                            f"(90% [{c.shift_lo:+.4f}, {c.shift_hi:+.4f}], not within ±{self.margin:g})")
             if not c.verdict_ok:
                 out.append(f"{c.cell} {c.recipe}: verdict {c.verdict_pub} published, {c.verdict_new} rerun ({c.verdict_note})")
+        for k in self.kinds:
+            if not k.ok:
+                out.append(f"{k.cell} {k.recipe}: kind {k.kind_pub} published, {k.kind_new} rerun ({k.note})")
         for lv in self.levels:
             if lv.ok is False:
                 out.append(f"{lv.cell} {lv.recipe}: level moved by {lv.shift:+.4f} (95% [{lv.lo:+.4f}, {lv.hi:+.4f}])")
@@ -126,6 +168,7 @@ def compare(suite, published_root: Path, rerun_root: Path, cells: list[str]) -> 
     (`rerun_root`) in `cells` of `suite`, with the report's statistics."""
     from dataclasses import replace
 
+    from bench.report import coverage
     from bench.report import data as report_data
     from bench.report import stats
     from bench.report.tables import baseline, leaderboard, per_run
@@ -140,10 +183,10 @@ def compare(suite, published_root: Path, rerun_root: Path, cells: list[str]) -> 
         for row in absent.iter_rows(named=True):
             check.errors.append(f"{row['cell']} {row['recipe']} seed {row['seed']}: no {side} record "
                                 f"({row['status']}{': ' + row['reason'] if row['reason'] else ''})")
-        sides[side] = (d, leaderboard(sub, d), per_run(sub, d))
+        sides[side] = (d, leaderboard(sub, d), per_run(sub, d), coverage.verdicts(sub, d))
     if check.errors:
         return check
-    (dp, board_p, runs_p), (_, board_n, runs_n) = sides["published"], sides["rerun"]
+    (dp, board_p, runs_p, cov_p), (_, board_n, runs_n, cov_n) = sides["published"], sides["rerun"]
     base = baseline(sub)
 
     def by_seed(runs, cell, recipe) -> dict[int, float]:
@@ -175,6 +218,13 @@ def compare(suite, published_root: Path, rerun_root: Path, cells: list[str]) -> 
             agree, note = _verdict_agreement(rp["verdict"], rn["verdict"], rp["diff"], rn["diff"], mdd)
             check.contrasts.append(Contrast(cell, recipe, rp["diff"], rn["diff"], tost.diff, tost.lo, tost.hi,
                                             equivalent, rp["verdict"], rn["verdict"], mdd, agree, note))
+            kp, kn = (c.filter((c["cell"] == cell) & (c["recipe"] == recipe)) for c in (cov_p, cov_n))
+            if kp.height and kn.height:
+                kp, kn = kp.row(0, named=True), kn.row(0, named=True)
+                axes = {a: (_num(kp[f"{a}_diff"]), _num(kn[f"{a}_diff"]), _num(kp[f"{a}_mdd"]), kp[f"{a}_dir"], kn[f"{a}_dir"])
+                        for a in coverage.AXES}
+                agree, note = _kind_agreement(kp["kind"], kn["kind"], axes)
+                check.kinds.append(KindCheck(cell, recipe, kp["kind"], kn["kind"], axes, agree, note))
     return check
 
 
@@ -188,6 +238,10 @@ def render(check: VerdictCheck, out) -> None:
                   f"{'reproduces' if c.equivalent else 'DOES NOT REPRODUCE'}", file=out)
             print(f"  {'':>10} verdict: {c.verdict_pub} published, {c.verdict_new} rerun "
                   f"({c.verdict_note}): {'agrees' if c.verdict_ok else 'DISAGREES'}", file=out)
+            for k in (k for k in check.kinds if k.cell == cell and k.recipe == c.recipe):
+                moves = ", ".join(f"{a} {d_pub:+.4f} → {d_new:+.4f}" for a, (d_pub, d_new, *_r) in k.axes.items())
+                print(f"  {'':>10} kind: {k.kind_pub} published, {k.kind_new} rerun (Δ {moves}; {k.note}): "
+                      f"{'agrees' if k.ok else 'DISAGREES'}", file=out)
         for lv in (lv for lv in check.levels if lv.cell == cell):
             head = (f"  {lv.recipe:>10} level: {lv.mean_pub:.4f} published, {lv.mean_new:.4f} rerun, "
                     f"shift {lv.shift:+.4f}, 95% [{lv.lo:+.4f}, {lv.hi:+.4f}]: ")
@@ -207,7 +261,7 @@ def render(check: VerdictCheck, out) -> None:
     else:
         n = len(check.contrasts)
         print(f"the verdicts of {len(check.cells)} cell(s) reproduce: {n} contrast(s) within the margin, "
-              f"{n} verdict(s) agree", file=out)
+              f"{n} verdict(s) agree, {len(check.kinds)} kind(s) agree", file=out)
 
 
 def chosen_cells(metas: dict[str, dict], only: Iterable[str], where: str) -> list[str]:

@@ -104,3 +104,26 @@ def test_verdicts_refuse_recipe_or_seed_filters_and_unknown_cells():
     with pytest.raises(InputError, match="addition/nano/on_policy"):  # the valid choices are named
         replication.chosen_cells(metas, ["cell=nope"], "in reports/math-small")
     assert replication.chosen_cells(metas, [f"cell={CELL}"], "") == [CELL]
+
+
+def test_the_coverage_kind_is_checked_beside_the_verdict(published, tmp_path, capsys):
+    """Identical runs agree on every kind; a copy where dapo's pass@K (the coverage axis) fell by 0.2
+    and its greedy accuracy rose by 0.2 (far beyond any published MDD) turns its kind and is named."""
+    suite, root = published
+    check = replication.compare(suite, root, root, [CELL])
+    assert {k.recipe for k in check.kinds} == {"dr_grpo", "dapo", "gspo"} and all(k.ok for k in check.kinds)
+    altered = tmp_path / "altered"
+    shutil.copytree(root, altered)
+    for cfg in suite.expand({"cell": [CELL], "recipe": ["dapo"]}):
+        f = altered / "runs" / cfg.run_id / "evals.parquet"
+        ev = pl.read_parquet(f)
+        cov = [c for c in ev.columns if c.startswith("eval/pass@") or c == "eval/pass_k"]
+        ev.with_columns([pl.col(c) - 0.2 for c in cov] + [pl.col("eval/acc_greedy") + 0.2]).write_parquet(f)
+    check = replication.compare(suite, root, altered, [CELL])  # the rerun: the altered copy
+    dapo = next(k for k in check.kinds if k.recipe == "dapo")
+    assert dapo.kind_new == "collapse" and dapo.kind_pub != "collapse" and not dapo.ok
+    assert all(k.ok for k in check.kinds if k.recipe != "dapo")
+    assert any(f.startswith(f"{CELL} dapo: kind {dapo.kind_pub} published, collapse rerun (") and "beyond the published MDD"
+               in f for f in check.failures), check.failures
+    replication.render(check, __import__("sys").stdout)
+    assert "kind: " in capsys.readouterr().out
