@@ -310,7 +310,7 @@ declare("eval/n_sampled", kind="eval", unit="examples",
         doc="held-out examples that got the k samples (eval.sampled_examples, the first of eval/n); absent when k = 0")
 declare("eval/kl_k1", kind="eval", unit="nats",
         doc="mean per-token k1 = log π − log π_ref to the reference (the warm start) on the evaluation's sampled "
-            "answers (the first of each problem, at the evaluation's temperature); 0 at the warm start; absent "
+            "answers (the first of each problem, at the evaluation's temperature); 0 at the warm start up to rounding; absent "
             "where no reference is kept (train.kl_metrics off) or k = 0")
 declare("eval/kl_k3", kind="eval", unit="nats",
         doc="mean per-token k3 = e^u − 1 − u, u = log π_ref − log π, on the same tokens as eval/kl_k1")

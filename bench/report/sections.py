@@ -447,7 +447,7 @@ def coverage(ctx: Context) -> list:
     kl = C.kl_at_evals(ctx.data)
     sources = set(kl["kl_source"].drop_nulls())
     measured = ("KL is measured at each evaluation on its own sampled answers (eval/kl_k1, the first of each "
-                "problem), 0 at the warm start (the reference)")
+                "problem; 0 at the warm start, the reference, up to rounding)")
     binned = (f"KL is read from the training batches of the 1/{N_BINS} of the budget before each evaluation, "
               "0 at the warm start (the reference)")
     how = {frozenset({"eval"}): measured, frozenset({"eval", "steps"}): f"{measured}; for runs that did not log it, "
