@@ -127,52 +127,157 @@ def _finding(diff: float, p_holm: float, equivalent: bool) -> str:
     return "equivalent" if equivalent else "flat"
 
 
+def _warm_starts(data: Data, evals: pl.DataFrame) -> dict[int, int]:
+    """{seed: its warm start's seed (warmstart.seed of its config)} over the runs of one cell's evals
+    (every recipe of a seed starts from the same warm start)."""
+    return {seed: data.cfgs[rid].warmstart.seed
+            for seed, rid in evals.select("seed", "run_id").unique(maintain_order=True).iter_rows()
+            if rid in data.cfgs}
+
+
+def _paired_by_warmstart(mine: dict, ref: dict, ws: dict) -> tuple[np.ndarray, np.ndarray, list]:
+    """`stats.paired(mine, ref)` with each pair's warm start beside it."""
+    x, y = stats.paired(mine, ref)
+    keys = sorted(k for k in mine.keys() & ref.keys() if math.isfinite(mine[k]) and math.isfinite(ref[k]))
+    return x, y, [ws.get(k) for k in keys]
+
+
+def _cell_sides(suite: Suite, data: Data, cell: str):
+    """One cell's (k_col, k, {recipe: {axis: {seed: value}}}, {seed: warm start})."""
+    e = finished(data.evals).filter(pl.col("cell") == cell)
+    k_col, k = coverage_column(e)
+    if k_col == "pass_k":  # pass@k at the evaluation's k samples per problem, where the runs agree on k
+        ks = {data.metas[rid]["config"].get("eval", {}).get("k") for rid in e["run_id"].unique().to_list()
+              if rid in data.metas}
+        k = ks.pop() if len(ks) == 1 and None not in ks else None
+    runs = per_run_axes(suite, e, k_col)
+    side = {r: {axis: dict(zip(g["seed"].to_list(), g[axis].to_list())) for axis in AXES}
+            for (r,), g in runs.group_by("recipe", maintain_order=True)}
+    return k_col, k, side, _warm_starts(data, e)
+
+
+def _axis_row(prefix: str, t: stats.Paired, equivalent: bool) -> dict:
+    return {f"{prefix}_diff": t.diff, f"{prefix}_lo": t.lo, f"{prefix}_hi": t.hi,
+            f"{prefix}_mdd": stats.paired_mdd(t.sd, t.n), f"{prefix}_equivalent": equivalent, f"{prefix}_n": t.n}
+
+
+def _decide(rows: list[dict], tests: list[stats.Paired], axis: str) -> None:
+    """Holm over rows (one family) on one axis: `{axis}_p_holm` and the finding `{axis}_dir`."""
+    for row, ph in zip(rows, stats.holm([t.p for t in tests])):
+        row[f"{axis}_p_holm"] = ph
+        row[f"{axis}_dir"] = _finding(row[f"{axis}_diff"], ph, row.pop(f"{axis}_equivalent"))
+
+
 def verdicts(suite: Suite, data: Data) -> pl.DataFrame:
     """Per cell and recipe other than the baseline: each axis's paired difference with the baseline
     (`{axis}_diff` with its 95% paired t interval `_lo`/`_hi`, Holm's p over the cell's recipes
     `_p_holm`, the minimum detectable difference `_mdd`, the finding `_dir`: up, down, equivalent
     or flat), the kind (`gain_kind`), pairs (seeds with all three axes on both sides), k (pass@K's
-    K: for `pass_k` the runs' eval.k, null where they differ) and coverage (the column pass@K was read from)."""
+    K: for `pass_k` the runs' eval.k, null where they differ), coverage (the column pass@K was read
+    from), level and warmstarts.
+
+    level "seed": the cell's runs start from one warm start, and the figures are over seeds (df =
+    pairs − 1), exactly as before warm starts were told apart. level "warm start": the cell's runs
+    start from several (a regime's `warmstarts`), and every figure is a two-stage (cluster) estimate
+    (`stats.cluster_paired_t`): d_w, the mean paired difference over warm start w's seeds; the
+    difference, the mean of the d_w (each warm start weighted equally, whatever its seed count); its
+    interval and p from t over the W means (df = W − 1), Holm over the cell's recipes as before; the
+    MDD `stats.paired_mdd` at n = W and the SD of the d_w; the equivalence test (TOST) over the d_w.
+    warmstarts: W, the warm starts with a pair on every axis (1 at level "seed").
+
+    Why: seeds that share a warm start are not independent draws of the comparison a user's own
+    warm start would give. Pooling them as independent reads a gap that one warm start moves (on gcd
+    one erases every recipe's gap) as if seeds averaged it out, and the seed-level interval is too
+    narrow for the question the report answers (does the recipe beat the baseline from a warm start
+    like these?). The cluster t holds whatever the correlation within a warm start. With W = 3 its
+    t(2) interval is wide (the 0.975 quantile is 4.30, against 2.57 for 6 seeds at t(5)): that is
+    what three warm starts can say, and `per_warmstart` shows each one apart."""
     from bench.report.tables import baseline
 
     base = baseline(suite)
     margin = suite.report.margin
-    ev = finished(data.evals)
     rows = []
     for cell in (c.name for c in suite.cells):
-        e = ev.filter(pl.col("cell") == cell)
-        k_col, k = coverage_column(e)
-        if k_col == "pass_k":  # pass@k at the evaluation's k samples per problem, where the runs agree on k
-            ks = {data.metas[rid]["config"].get("eval", {}).get("k") for rid in e["run_id"].unique().to_list()
-                  if rid in data.metas}
-            k = ks.pop() if len(ks) == 1 and None not in ks else None
-        runs = per_run_axes(suite, e, k_col)
-        side = {r: {axis: dict(zip(g["seed"].to_list(), g[axis].to_list())) for axis in AXES}
-                for (r,), g in runs.group_by("recipe", maintain_order=True)}
+        k_col, k, side, ws = _cell_sides(suite, data, cell)
+        several = len(set(ws.values())) >= 2
         ref = side.get(base)
         recipes = [r for r in suite.cell_recipes(cell) if r != base]
         if ref is None or not recipes:
             continue
-        cell_rows = [{"cell": cell, "recipe": r, "k": k, "coverage": k_col} for r in recipes]
+        cell_rows = [{"cell": cell, "recipe": r, "k": k, "coverage": k_col,
+                      "level": "warm start" if several else "seed"} for r in recipes]
         for axis in AXES:
             tests = []
             for row in cell_rows:
                 mine = side.get(row["recipe"], {}).get(axis, {})
-                x, y = stats.paired(mine, ref[axis])
-                t = stats.paired_t(x, y)
+                if several:
+                    x, y, g = _paired_by_warmstart(mine, ref[axis], ws)
+                    t = stats.cluster_paired_t(x, y, g)
+                    d = np.array(list(stats.cluster_means(x, y, g).values()))
+                    row.update(_axis_row(axis, t, stats.equivalent(d, np.zeros_like(d), margin)))
+                    row.update({f"{axis}_n": int(x.size), f"{axis}_w": t.n})
+                else:
+                    x, y = stats.paired(mine, ref[axis])
+                    t = stats.paired_t(x, y)
+                    row.update(_axis_row(axis, t, stats.equivalent(x, y, margin)))
+                    row[f"{axis}_w"] = 1 if t.n else 0
                 tests.append(t)
-                row.update({f"{axis}_diff": t.diff, f"{axis}_lo": t.lo, f"{axis}_hi": t.hi,
-                            f"{axis}_mdd": stats.paired_mdd(t.sd, t.n),
-                            f"{axis}_equivalent": stats.equivalent(x, y, margin), f"{axis}_n": t.n})
-            for row, ph in zip(cell_rows, stats.holm([t.p for t in tests])):
-                row[f"{axis}_p_holm"] = ph
-                row[f"{axis}_dir"] = _finding(row[f"{axis}_diff"], ph, row.pop(f"{axis}_equivalent"))
+            _decide(cell_rows, tests, axis)
         for row in cell_rows:
             row["pairs"] = min(row.pop(f"{axis}_n") for axis in AXES)
+            row["warmstarts"] = min(row.pop(f"{axis}_w") for axis in AXES)
             row["kind"] = gain_kind(*(row[f"{axis}_dir"] for axis in AXES))
         rows += cell_rows
     floats = [f"{axis}_{s}" for axis in AXES for s in ("diff", "lo", "hi", "p_holm", "mdd")]
     schema = {"cell": pl.String, "recipe": pl.String, "pairs": pl.Int64, "k": pl.Int64, "coverage": pl.String,
+              **{c: pl.Float64 for c in floats}, **{f"{axis}_dir": pl.String for axis in AXES}, "kind": pl.String,
+              "level": pl.String, "warmstarts": pl.Int64}
+    return (pl.DataFrame([{c: row[c] for c in schema} for row in rows], schema=schema)
+            .with_columns(pl.col(pl.Float64).fill_nan(None)))
+
+
+def per_warmstart(suite: Suite, data: Data) -> pl.DataFrame:
+    """For each cell with several warm starts: one row per (cell, recipe other than the baseline, warm
+    start): warmstart (its seed), pairs (that warm start's seeds with all three axes on both sides),
+    each axis's paired difference over those seeds `{axis}_diff` with its 95% t interval `_lo`/`_hi`
+    (df = its pairs − 1; null under 2 pairs), Holm's p `_p_holm`, the finding `_dir` and the kind.
+
+    The finding is the verdict a report of this warm start's seeds alone would give: Holm over the
+    cell's recipes on each axis, within the warm start (the cell's family, as `verdicts` adjusts
+    it), and TOST at the report's margin over the same seeds. Descriptive: with two or three seeds
+    per warm start (t with 1 or 2 df) few axes are decided, and the warm starts are not a family of
+    their own (no adjustment across them); the cell's verdict is `verdicts`' over warm starts."""
+    from bench.report.tables import baseline
+
+    base = baseline(suite)
+    margin = suite.report.margin
+    rows = []
+    for cell in (c.name for c in suite.cells):
+        _, _, side, ws = _cell_sides(suite, data, cell)
+        ref = side.get(base)
+        recipes = [r for r in suite.cell_recipes(cell) if r != base]
+        if len(set(ws.values())) < 2 or ref is None or not recipes:
+            continue
+        cell_rows = []
+        for w in sorted(set(ws.values())):
+            seeds = {s for s, v in ws.items() if v == w}
+            ws_rows = [{"cell": cell, "recipe": r, "warmstart": w} for r in recipes]
+            for axis in AXES:
+                tests = []
+                for row in ws_rows:
+                    mine = {s: v for s, v in side.get(row["recipe"], {}).get(axis, {}).items() if s in seeds}
+                    x, y = stats.paired(mine, ref[axis])
+                    t = stats.paired_t(x, y)
+                    tests.append(t)
+                    row.update(_axis_row(axis, t, stats.equivalent(x, y, margin)))
+                _decide(ws_rows, tests, axis)
+            for row in ws_rows:
+                row["pairs"] = min(row.pop(f"{axis}_n") for axis in AXES)
+                row["kind"] = gain_kind(*(row[f"{axis}_dir"] for axis in AXES))
+            cell_rows += ws_rows
+        rows += sorted(cell_rows, key=lambda r: recipes.index(r["recipe"]))  # stable: warm starts in order
+    floats = [f"{axis}_{s}" for axis in AXES for s in ("diff", "lo", "hi", "p_holm")]
+    schema = {"cell": pl.String, "recipe": pl.String, "warmstart": pl.Int64, "pairs": pl.Int64,
               **{c: pl.Float64 for c in floats}, **{f"{axis}_dir": pl.String for axis in AXES}, "kind": pl.String}
     return (pl.DataFrame([{c: row[c] for c in schema} for row in rows], schema=schema)
             .with_columns(pl.col(pl.Float64).fill_nan(None)))

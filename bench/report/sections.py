@@ -304,6 +304,8 @@ def leaderboard(ctx: Context) -> list:
                 "warm-start variance, power) takes this verdict; Holm's family is the cell's comparisons, so the same "
                 "contrast in a suite whose cell holds other recipes can get another p_Holm and, near 0.05, another "
                 "verdict (the Claims section, where there is one, names any claim whose finding differs)."),
+           *([Para(_over_warm_starts(ctx).strip() + f" There Δ greedy, Δ {_k_text(ctx)} and gain are those figures, "
+                   f"while Δ, p and the verdict on {rs.primary} are still over seeds.")] if _several_warm_starts(ctx) else []),
            Para("Why paired t: an exact sign-flip or signed-rank test cannot go below p = 0.25 with 3 seeds, so it "
                 "could never decide at laptop seed counts; the t-test's false-positive rate on binomial accuracies "
                 "is checked by simulation in the tests (≤ 5% at 3 and at 10 seeds). The `+` mark of earlier reports "
@@ -370,10 +372,7 @@ def _coverage_columns(ctx: Context, cell: str) -> dict:
     def axis(key: str):
         def cellv(r):
             c = _coverage_row(ctx, cell, r["recipe"])
-            if c is None:
-                return "-"
-            return ci(c[f"{key}_diff"], c[f"{key}_lo"], c[f"{key}_hi"], "+.3f") + (
-                " *" if c[f"{key}_p_holm"] is not None and c[f"{key}_p_holm"] < stats.ALPHA else "")
+            return "-" if c is None else _axis_ci(c, key)
         return cellv
 
     def kind(r):
@@ -393,7 +392,25 @@ def _coverage_figure(ctx: Context) -> Figure:
                       f"paired t interval, `*` where Holm's p over the cell's recipes < 0.05, shaded ±{rs.margin:g}. "
                       "Beside each recipe the kind of its gain: skill (greedy accuracy or pass@K rises, nothing falls), "
                       "sharpening (only sampled pass@1 rises), collapse (pass@K falls while pass@1 or greedy rises), "
-                      "mixed, worse, equivalent or undecided.")
+                      "mixed, worse, equivalent or undecided." + _over_warm_starts(ctx))
+
+
+def _several_warm_starts(ctx: Context) -> list[str]:
+    """The cells whose coverage verdicts are read over warm starts (coverage.csv's level)."""
+    cov = ctx.tables.get("coverage")
+    if cov is None or "level" not in cov.columns:
+        return []
+    return cov.filter(pl.col("level") == "warm start")["cell"].unique(maintain_order=True).to_list()
+
+
+def _over_warm_starts(ctx: Context) -> str:
+    """A sentence for the texts that say "paired by seed", where some cell is read over warm starts."""
+    cells = _several_warm_starts(ctx)
+    if not cells:
+        return ""
+    return (f" In {_names(cells)} (several warm starts) the three axes are read over warm starts: the mean of "
+            "each warm start's mean paired difference, with a t interval over those means (see \"Skill, "
+            "sharpening or collapse\").")
 
 
 def _reduction(ctx: Context) -> str:
@@ -411,8 +428,10 @@ def _kinds_text(ctx: Context, cell: str) -> str:
                                                     and r[f"{key}_p_holm"] < stats.ALPHA else ""))
     parts = [f"{r['recipe']} {r['kind']} (pass@1 {d(r, 'pass1')}, greedy {d(r, 'greedy')}, {k} {d(r, 'pass_k')})"
              for r in cov.iter_rows(named=True)]
+    over = (f", over its {cov['warmstarts'].max()} warm starts (a t over their means; by warm start in \"Skill, "
+            "sharpening or collapse\")" if cell in _several_warm_starts(ctx) else "")
     return (f"{cell}, what each difference from {ctx.base} is, on sampled pass@1, greedy accuracy and {k} "
-            f"({_reduction(ctx)}; `*`: Holm's p < 0.05 on that axis): " + "; ".join(parts) + ".")
+            f"({_reduction(ctx)}; `*`: Holm's p < 0.05 on that axis){over}: " + "; ".join(parts) + ".")
 
 
 def coverage(ctx: Context) -> list:
@@ -435,6 +454,8 @@ def coverage(ctx: Context) -> list:
                 "skill (greedy or pass@K up), sharpening (only pass@1 up), worse (something down), equivalent (all "
                 "three equivalent), else undecided. A recipe is never called better on pass@1 alone: read the "
                 "leaderboard's verdict with its kind. The MDD of each axis is in coverage.csv.")]
+    if "coverage_by_warmstart" in ctx.tables:
+        out += _coverage_by_warmstart(ctx)
     curves = F.pass_at_k_curves(finished(ctx.data.evals), ctx.cells, ctx.colors)
     if curves is not None:
         out.append(ctx.figure("pass_at_k.png", curves,
@@ -1358,6 +1379,51 @@ def problems(ctx: Context) -> list:
     return out
 
 
+def _coverage_by_warmstart(ctx: Context) -> list:
+    """Cells with several warm starts: their verdicts are over warm starts; each warm start's own."""
+    t, cov = ctx.tables["coverage_by_warmstart"], ctx.tables["coverage"]
+    out = [Para("Cells whose seeds start from several independently trained warm starts (a regime's "
+                "`warmstarts`): there the three axes are read over warm starts, not seeds (level \"warm start\" in "
+                "coverage.csv). Each axis's difference is the mean over warm starts of the mean paired difference on "
+                "each one's seeds, every warm start weighted equally; its interval, p and MDD come from t over those "
+                "W means (df = W − 1), Holm over the cell's recipes as elsewhere. Seeds that share a warm start are "
+                "not independent draws of the comparison another warm start would give, so pooling them as seeds "
+                "would read a gap that one warm start moves as settled; with three warm starts the t(2) interval is "
+                "wide, and that is what three can say. Below, each warm start on its own (coverage_by_warmstart.csv): "
+                "the paired difference over its seeds with its t interval, the findings and kind that a report of "
+                "those seeds alone would give (Holm over the cell's recipes within the warm start, no adjustment "
+                "across warm starts); with two or three seeds each, few are decided.")]
+    k = _k_text(ctx)
+    for cell in t["cell"].unique(maintain_order=True).to_list():
+        c = t.filter(pl.col("cell") == cell)
+        v = cov.filter(pl.col("cell") == cell)
+        w = int(v["warmstarts"].max())
+        same, none, differ = [], [], []
+        for r in v.iter_rows(named=True):
+            kinds = c.filter(pl.col("recipe") == r["recipe"])["kind"].to_list()
+            if set(kinds) == {"undecided"}:
+                none.append(f"{r['recipe']} ({r['kind']} over them)")
+            else:
+                (same if len(set(kinds)) == 1 else differ).append(
+                    f"{r['recipe']} ({r['kind']} over them; each alone: {', '.join(kinds)})")
+        parts = ([f"every warm start gives the same kind for {', '.join(same)}"] if same else []) + (
+            [f"no warm start alone decides a kind (undecided on each) for {', '.join(none)}"] if none else []) + (
+            [f"the warm starts differ on the kind for {', '.join(differ)}"] if differ else [])
+        out.append(Para(f"{cell}: the kinds above are over its {w} warm starts; " + "; and ".join(parts) + "."))
+        out.append(table(c, {
+            "recipe": lambda r: r["recipe"], "warm start": lambda r: str(r["warmstart"]),
+            "seeds": lambda r: str(r["pairs"]),
+            "Δ pass@1 [95% CI]": lambda r: _axis_ci(r, "pass1"), "Δ greedy [95% CI]": lambda r: _axis_ci(r, "greedy"),
+            f"Δ {k} [95% CI]": lambda r: _axis_ci(r, "pass_k"), "gain": lambda r: r["kind"]}))
+    return out
+
+
+def _axis_ci(r: dict, key: str) -> str:
+    """An axis's difference with its interval, `*` where Holm's p < α."""
+    return ci(r[f"{key}_diff"], r[f"{key}_lo"], r[f"{key}_hi"], "+.3f") + (
+        " *" if r[f"{key}_p_holm"] is not None and r[f"{key}_p_holm"] < stats.ALPHA else "")
+
+
 def manifest(ctx: Context) -> list:
     rows = M.manifest(ctx.suite, ctx.root, ctx.data.metas, ctx.data.runs.height, run_cells(ctx))
     return [Heading(2, "Manifest"),
@@ -1369,7 +1435,8 @@ def manifest(ctx: Context) -> list:
 
 # Every table a report may write as NAME.csv (report.build refuses to write any other), so
 # that rebuilding a report into its directory removes the CSVs of tables this build no longer has.
-TABLES = ("runs", "leaderboard", "coverage", "power", "sigmoid_fits", "length_bias", "clipping", "off_policy", "group_weights",
+TABLES = ("runs", "leaderboard", "coverage", "coverage_by_warmstart", "power", "sigmoid_fits", "length_bias", "clipping",
+          "off_policy", "group_weights",
           "recipe_diffs", "skill_check", "across_tasks", "performance_profiles", "warmstart_variance", "claims",
           "sanity", "scales", "grad_weights", "tuned_vs_default", "tuning_cost", "tuning", "lr_robustness")
 
@@ -1382,7 +1449,12 @@ def build_tables(ctx: Context) -> None:
     ctx.tables["leaderboard"] = T.leaderboard(s, d)
     cov = C.verdicts(s, d)
     if cov.height:
-        ctx.tables["coverage"] = cov
+        several = (cov["level"] == "warm start").any()
+        # level and warmstarts only where some cell has several warm starts: a report of one warm start
+        # per cell reads as it did before they were told apart (its published CSV stays byte for byte)
+        ctx.tables["coverage"] = cov if several else cov.drop("level", "warmstarts")
+        if several:
+            ctx.tables["coverage_by_warmstart"] = C.per_warmstart(s, d)
     ctx.tables["power"] = T.power(s, d)
     ctx.tables["sigmoid_fits"] = T.sigmoid_fits(s, d)
     ctx.tables["length_bias"] = T.length_bias(s, d)

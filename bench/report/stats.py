@@ -11,6 +11,7 @@ depends only on its inputs and the seed, never on what was computed before it.
     wilson_ci                    Wilson score interval of a share (its interval over seeds)
     mann_whitney_p               two-sided Mann–Whitney p-value (exact for small samples, no ties)
     paired_t                     paired comparison by seed: mean difference, t interval, two-sided p
+    cluster_paired_t             the same over clusters (warm starts): the t over the clusters' mean differences
     welch_t                      two independent samples: difference of means, Welch interval and p
     holm                         Holm's step-down adjustment of a family of p-values
     paired_mdd, seeds_needed     minimum detectable difference at a power, and seeds for a given one
@@ -234,6 +235,29 @@ def paired_t(x, y, alpha: float = ALPHA) -> Paired:
     tq = float(student.ppf(1 - alpha / 2, n - 1))
     p = float(2 * student.sf(abs(diff) / se, n - 1))
     return Paired(n, diff, sd, diff - tq * se, diff + tq * se, p)
+
+
+def cluster_means(x, y, groups) -> dict:
+    """{group: mean of x − y over its finite pairs}, groups in sorted order (x, y, groups equal-length;
+    a group without a finite pair is left out)."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    g = np.asarray(groups)
+    ok = np.isfinite(xa) & np.isfinite(ya)
+    return {k: float((xa[ok & (g == k)] - ya[ok & (g == k)]).mean()) for k in sorted(set(g[ok].tolist()))}
+
+
+def cluster_paired_t(x, y, groups, alpha: float = ALPHA) -> Paired:
+    """Two-stage (cluster) paired t of x against y: d_w, the mean of x − y over the pairs of cluster w,
+    then `paired_t` over the W values d_w (against 0). n = W; diff: the mean of the d_w, each cluster
+    weighted equally whatever its number of pairs; sd: their standard deviation; the interval and p
+    from t with W − 1 degrees of freedom (nan under 2 clusters); `paired_mdd(sd, n)` is its MDD.
+
+    For seeds that share a warm start: they are not independent draws of the comparison another warm
+    start would give, so the seed-level t (df = pairs − 1) treats the warm start's own shift of the
+    gap as if it averaged out over seeds. The cluster mean's t is valid whatever the within-cluster
+    correlation, at the price of W − 1 degrees of freedom."""
+    d = np.array(list(cluster_means(x, y, groups).values()), dtype=np.float64)
+    return paired_t(d, np.zeros_like(d), alpha)
 
 
 def welch_t(x, y, alpha: float = ALPHA) -> tuple[float, float, float, float]:
