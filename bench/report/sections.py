@@ -867,7 +867,8 @@ def accuracy(ctx: Context) -> list:
                 "bound, C_mid lies outside the observed compute, A's interval contains R0, A's upper bound lies more "
                 f"than {stats.A_SLACK:g} above the highest accuracy observed (R_max: a ceiling the points did not "
                 "reach is extrapolated, not measured), or an interval is too wide (A wider than 0.5, C_mid wider than "
-                "2 decades, B spanning more than 20× or 0); its values are then shown in the CSV but not here."),
+                "2 decades, B spanning more than 20× or 0); its values are then left out, here and in the CSV: the "
+                "points do not determine them, and their digits would be the optimizer's, which differ between CPUs."),
            Para(_eval_points_text(ctx))]
     for cell in ctx.cells:
         out.append(Heading(3, f"{cell}: sigmoid fits"))

@@ -405,7 +405,8 @@ class SigmoidFit:
     failed, a parameter sits on its bound, the midpoint lies outside the observed compute, the
     asymptote's interval contains R0 (no gain) or reaches more than A_SLACK above the highest
     accuracy observed (R_max: the curve's ceiling is extrapolated, not seen), or an interval is too
-    wide to mean anything. The parameter values are then reported but not trusted.
+    wide to mean anything. The parameter values are then computed but not trusted, and the report's
+    table leaves them out (their digits are the optimizer's path, not the data's).
     """
 
     A: float
