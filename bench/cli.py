@@ -424,8 +424,12 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         tables[key] = b["params"]
         notes[key] = (f"study {spec.name}: best of {c['complete'] + c['pruned']} trials "
                                            f"({c['pruned']} pruned, {c['fail']} failed) is trial {b['trial']}, "
-                                           f"{settings.objective} = {b['value']:.3f}, the mean over tuning seeds "
+                                           f"{settings.objective} of {settings.accuracy} = {b['value']:.3f}, the mean over tuning seeds "
                                            f"{list(settings.seeds)} (runs {', '.join(b['run_ids'])})")
+        for edge in study.edges(spec.space, b["params"]):
+            print(f"study {spec.name}: the chosen {edge}: the best may lie beyond it; extend the search past it "
+                  "and tune again (into a new --storage)", file=sys.stderr)
+            notes[key] += f"; AT AN EDGE: {edge}"
     if tables:
         path = tuned.write(tuned_file, s.name, tables, notes, header=f"storage: {storage.redact(url)}")
         print(f"tuned overrides: {path} (`bench suite {s.name} --tuned` uses them)")

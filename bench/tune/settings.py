@@ -6,6 +6,12 @@
                             # the budget (trapezoid over the evaluation fractions). Default: the suite's
                             # declared [report] primary when it is one of these, else "final"; the
                             # accuracy is the suite's [report] accuracy (greedy by default)
+    metric = "eval/pass@64" # the evaluation column the objective reads: the suite's [report] accuracy
+                            # by default; any accuracy the report can read (eval/acc_greedy,
+                            # eval/acc_formatted, eval/avg_k, eval/pass_k, eval/acc_ood) or a point of
+                            # the coverage curve, eval/pass@K with K a power of two <= the suite's
+                            # eval.k, so that a recipe can be tuned for coverage or greedy skill
+                            # rather than sampled pass@1 (the tuned file and report name it)
     pruner = "median"       # "median" | "hyperband" | "none"; on the evaluations at compute checkpoints
     startup_trials = 3      # TPE samples at random and the median pruner prunes nothing until this many
     seed = 1000             # the trials' training seed: outside the suite's seeds, so the tuned suite's
@@ -30,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from algorithms.errors import ConfigError
+from algorithms.metrics import PASS_AT_MAX
+from bench.config import ACCURACY_COLUMNS
 from bench.suite import Suite, unknown
 
 OBJECTIVES = ("final", "auc")
@@ -51,7 +59,7 @@ class TuneSettings:
     cell: str | None = None
     warmstarts: tuple[int, ...] | None = None  # None: WARMSTART_OFFSET's default (see the module docstring)
     space: dict = field(default_factory=dict)  # recipe -> {path: spec | false}
-    accuracy: str = "eval/acc_greedy"  # the evaluation column the objective reads (the suite's [report] accuracy)
+    accuracy: str = "eval/acc_greedy"  # the evaluation column the objective reads (tune.metric, else the suite's [report] accuracy)
 
     def __post_init__(self) -> None:
         if not isinstance(self.trials, int) or self.trials < 1:
@@ -87,7 +95,10 @@ def _natural(v) -> bool:
 def from_suite(suite: Suite, **cli) -> TuneSettings:
     """The suite's [tune] table, then command-line values that are not None."""
     table = dict(suite.tune)
-    names = [f.name for f in dataclasses.fields(TuneSettings)] + ["seed"]
+    names = [f.name for f in dataclasses.fields(TuneSettings) if f.name != "accuracy"] + ["seed", "metric"]
+    if "accuracy" in table:
+        raise ConfigError(f"{suite.path}: tune.accuracy: the column tuning reads is tune.metric (default: the "
+                          "suite's [report] accuracy)")
     for k in table:
         if k not in names:
             raise ConfigError(f"{suite.path}: tune.{k}: {unknown('[tune] key', k, names)}")
@@ -97,8 +108,6 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
     for r in space:
         if r not in suite.recipes:
             raise ConfigError(f"{suite.path}: tune.space.{r}: {unknown('recipe', r, list(suite.recipes))}")
-    if "accuracy" in table:
-        raise ConfigError(f"{suite.path}: tune.accuracy: set by the suite's [report] accuracy, which tuning reads")
     table.update({k: v for k, v in cli.items() if v is not None})
     if "seed" in table:
         if "seeds" in table:
@@ -113,7 +122,7 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
             raise ConfigError(f"{suite.path}: tune.cell: {unknown('cell', table['cell'], names)}")
     if "objective" not in table:  # tune for what the report will compare: its declared primary metric
         table["objective"] = suite.report.primary if suite.report.primary in OBJECTIVES else "final"
-    table["accuracy"] = suite.report.accuracy
+    table["accuracy"] = _metric(suite, table.pop("metric")) if "metric" in table else suite.report.accuracy
     try:
         s = TuneSettings(**table)
     except ConfigError as e:
@@ -132,6 +141,19 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
                               "starts it is then judged on is chosen for them; choose others (e.g. from "
                               f"{suite.warmstart.seed + WARMSTART_OFFSET}), or leave tune.warmstarts out for that default")
     return s
+
+
+def _metric(suite: Suite, v) -> str:
+    """tune.metric, checked: an accuracy column the report reads, or eval/pass@K that every cell's
+    evaluation logs (K a power of two, K <= eval.k)."""
+    k = suite.eval.k
+    ks = [1 << i for i in range(min(k, PASS_AT_MAX).bit_length())] if k > 0 else []
+    valid = [*ACCURACY_COLUMNS, *(f"eval/pass@{x}" for x in ks)]
+    if v not in valid:
+        why = (f"eval.k = {k} logs pass@1..pass@{ks[-1]}" if ks else "eval.k = 0 logs no sampled metric") \
+            if isinstance(v, str) and v.startswith("eval/pass@") else "unknown metric"
+        raise ConfigError(f"{suite.path}: tune.metric: got {v!r} ({why}); expected one of {', '.join(valid)}")
+    return v
 
 
 def evaluation_warmstarts(suite: Suite) -> set[int]:

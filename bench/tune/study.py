@@ -21,6 +21,7 @@ trials (MaxTrialsCallback stops each worker once the study has enough).
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -155,6 +156,7 @@ def create(storage, spec: StudySpec):
     study = optuna.create_study(study_name=spec.name, storage=storage, direction="maximize", load_if_exists=True)
     cfg = RunConfig.from_dict(spec.base)
     attrs = {"suite": spec.suite, "cell": spec.cell, "recipe": spec.recipe, "objective": spec.settings.objective,
+             "metric": spec.settings.accuracy,
              "budget": str(cfg.budget), "seeds": list(spec.settings.seeds), "sampler": spec.settings.sampler,
              "base_config_id": cfg.config_id}
     old = study.user_attrs
@@ -163,9 +165,16 @@ def create(storage, spec: StudySpec):
         raise InputError(f"study {spec.name} already exists in this storage with other settings "
                          f"({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in clash.items())}); "
                          "use another --storage, or delete the study")
+    space = [str(p) for p in spec.space]
+    if "space" in old and old["space"] != space and done_trials(study):
+        # Optuna refuses a categorical parameter whose choices change within a study, so every new trial
+        # would fail; a grid extended past its edge is a new search (its trials get run ids of their own)
+        raise InputError(f"study {spec.name} already searched {'; '.join(old['space'])} in this storage, not "
+                         f"{'; '.join(space)}; tune a changed space into another --storage (e.g. a new journal "
+                         "file), or delete the study")
     for k, v in attrs.items():
         study.set_user_attr(k, v)
-    study.set_user_attr("space", [str(p) for p in spec.space])
+    study.set_user_attr("space", space)
     return study
 
 
@@ -328,6 +337,36 @@ def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, thre
             proc.kill()
         raise
     pool.shutdown()
+
+
+def edges(space: tuple[spaces.Param, ...], params: dict) -> list[str]:
+    """Where a chosen setting sits at the edge of what was searched, one phrase each: a numeric grid's
+    smallest or largest choice, or a range's outer 5% (of log10 for a log range). A value at an edge
+    says the optimum may lie beyond it, so the comparison would read a recipe at a setting the search
+    cut short: extend the grid (or range) past it and tune again."""
+    out = []
+    for p in space:
+        v = params.get(p.path)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if p.kind == "categorical":
+            nums = sorted(c for c in p.choices if isinstance(c, (int, float)) and not isinstance(c, bool))
+            if len(nums) < 2 or len(nums) != len(p.choices):
+                continue
+            side = "smallest" if v == nums[0] else "largest" if v == nums[-1] else None
+            if side:
+                out.append(f"{p.path} = {v:g} is the grid's {side} choice (of {', '.join(f'{c:g}' for c in nums)})")
+            continue
+        lo, hi, x = (math.log10(p.low), math.log10(p.high), math.log10(v)) if p.kind == "log_float" and v > 0 \
+            else (p.low, p.high, v)
+        where = (x - lo) / (hi - lo)
+        if where <= EDGE or where >= 1 - EDGE:
+            out.append(f"{p.path} = {v:.3g} lies in the {'low' if where <= EDGE else 'high'} {EDGE:.0%} of its range "
+                       f"[{p.low:g}, {p.high:g}]")
+    return out
+
+
+EDGE = 0.05  # a range's outer share that counts as its edge (edges())
 
 
 def tie_order(params: dict) -> tuple:

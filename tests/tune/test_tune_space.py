@@ -1,9 +1,12 @@
 """Search spaces: the shipped defaults fit every recipe; suite tables change, add and drop ranges;
 bad paths and ranges fail before any run, naming the valid choices."""
+import re
+
 import pytest
 
 import algorithms
 from algorithms import search_spaces
+from algorithms.errors import ConfigError, InputError
 from bench import suite as suites
 from bench.tune import settings as tune_settings, space as spaces, study
 from tune_helpers import TINY
@@ -71,7 +74,32 @@ def test_tuning_reads_what_the_report_compares(tmp_path):
     assert study.objective_value(rows, "final", "eval/acc_formatted") == 0.6
     assert study.objective_value(rows, "auc", "eval/acc_formatted") == pytest.approx(0.4)
     p.write_text(base + '[tune]\naccuracy = "eval/avg_k"\n')
-    with pytest.raises(ValueError, match="tune.accuracy: set by the suite's \\[report\\] accuracy"):
+    with pytest.raises(ValueError, match="tune.accuracy: the column tuning reads is tune.metric"):
+        tune_settings.from_suite(suites.load(p))
+
+
+@pytest.mark.parametrize("metric, msg", [
+    ("eval/acc_greedy", None),
+    ("eval/pass@2", None),  # TINY's eval.k = 2: pass@1 and pass@2 are logged
+    ("eval/pass@4", "eval.k = 2 logs pass@1..pass@2"),
+    ("eval/pass@3", "eval.k = 2 logs pass@1..pass@2"),
+    ("eval/acc_greedyy", "unknown metric"),
+    (4, "unknown metric"),
+])
+def test_tune_metric_reads_a_column_every_evaluation_logs(tmp_path, metric, msg):
+    """tune.metric: the objective may read greedy accuracy or a point of the coverage curve (issue 40,
+    item 4) instead of the report's accuracy; a K beyond eval.k (never logged) or an unknown column is
+    one line naming the valid choices."""
+    p = tmp_path / "s.toml"
+    base = TINY.format(steps=4, n_examples=16).split("[tune]")[0]
+    p.write_text(base + '[report]\naccuracy = "eval/acc_formatted"\n[tune]\nmetric = ' +
+                 (f'"{metric}"' if isinstance(metric, str) else str(metric)) + "\n")
+    if msg is None:
+        s = tune_settings.from_suite(suites.load(p))
+        assert s.accuracy == metric and s.objective == "auc"
+        return
+    with pytest.raises(ConfigError, match=f"tune.metric: got .*{re.escape(msg)}.*expected one of eval/acc_greedy, "
+                                          ".*eval/pass@1, eval/pass@2$"):
         tune_settings.from_suite(suites.load(p))
 
 
@@ -234,3 +262,55 @@ def test_bad_tuning_warm_starts_name_what_is_expected(tmp_path, value):
     p.write_text(TINY.format(steps=4, n_examples=16).replace("trials = 3", f"trials = 3\nwarmstarts = {value}"))
     with pytest.raises(ValueError, match="tune.warmstarts must be a non-empty list of distinct ints >= 0"):
         tune_settings.from_suite(suites.load(p))
+
+
+def test_a_chosen_setting_at_the_edge_of_the_search_is_named():
+    """issue 40, item 4: a chosen value at a grid's end (or a range's outer 5%) may hide a better one
+    beyond it; `bench tune` names it on stderr and in the tuned file's note."""
+    grid = spaces.Param("train.lr", "categorical", choices=(4e-4, 1e-4, 2e-4))  # edges by value, not by order
+    beta = spaces.Param("recipe.kl.coef", "categorical", choices=(0.0, 0.04, 0.16))
+    agg = spaces.Param("recipe.aggregation.mode", "categorical", choices=("token_mean", "seq_mean_token_mean"))
+    rng = spaces.Param("recipe.objective.eps_high", "float", 0.2, 0.4)
+    log = spaces.Param("train.critic_lr", "log_float", 1e-4, 1e-2)
+    space = (grid, beta, agg, rng, log)
+    mid = {"train.lr": 2e-4, "recipe.kl.coef": 0.04, "recipe.aggregation.mode": "token_mean",
+           "recipe.objective.eps_high": 0.3, "train.critic_lr": 1e-3}
+    assert study.edges(space, mid) == []  # a categorical of names has no edge
+    at = study.edges(space, {**mid, "train.lr": 4e-4, "recipe.kl.coef": 0.0, "recipe.objective.eps_high": 0.395,
+                             "train.critic_lr": 1.2e-4})
+    assert at == ["train.lr = 0.0004 is the grid's largest choice (of 0.0001, 0.0002, 0.0004)",
+                  "recipe.kl.coef = 0 is the grid's smallest choice (of 0, 0.04, 0.16)",
+                  "recipe.objective.eps_high = 0.395 lies in the high 5% of its range [0.2, 0.4]",
+                  "train.critic_lr = 0.00012 lies in the low 5% of its range [0.0001, 0.01]"]
+    # log10(1.2e-4) is 4% of the way across two decades from 1e-4; 0.39 is 95%: the boundary is inclusive
+    assert study.edges((rng,), {"recipe.objective.eps_high": 0.39}) == \
+        ["recipe.objective.eps_high = 0.39 lies in the high 5% of its range [0.2, 0.4]"]
+    assert study.edges((rng,), {"recipe.objective.eps_high": 0.385}) == []
+
+
+def test_a_changed_space_on_a_study_with_trials_is_refused_in_one_line(tmp_path):
+    """Optuna fails every new trial of a study whose categorical choices changed; a grid extended past its
+    edge is refused before any run, naming both spaces and the way out."""
+    import optuna
+
+    from bench.tune.storage import open_storage
+
+    p = tmp_path / "t.toml"
+    text = TINY.format(steps=4, n_examples=16).replace("trials = 3", 'trials = 3\nsampler = "grid"')
+    p.write_text(text.split("[tune.space.rloo]")[0] + GRID)
+    s = suites.load(p)
+    spec = study.plan(s, ["rloo"], list(s.cells), tune_settings.from_suite(s))[0]
+    url = str(tmp_path / "t.journal")
+    st = study.create(open_storage(url), spec)
+    study.create(open_storage(url), spec)  # the same space again: fine, before and after trials
+    dist = {"train.lr": optuna.distributions.CategoricalDistribution([1e-4, 3e-4, 1e-3])}
+    st.add_trial(optuna.trial.create_trial(params={"train.lr": 1e-4}, distributions=dist, value=0.5))
+    study.create(open_storage(url), spec)
+    p.write_text(text.replace("trials = 3", "trials = 4").split("[tune.space.rloo]")[0] +
+                 GRID.replace("1e-3]", "1e-3, 3e-3]"))
+    s = suites.load(p)
+    wider = study.plan(s, ["rloo"], list(s.cells), tune_settings.from_suite(s))[0]
+    with pytest.raises(InputError, match=r"already searched train.lr in \[0.0001, 0.0003, 0.001\] in this storage, "
+                                         r"not train.lr in \[0.0001, 0.0003, 0.001, 0.003\]; tune a changed space "
+                                         r"into another --storage"):
+        study.create(open_storage(url), wider)
