@@ -186,7 +186,7 @@ class WarmStartConfig(Section):
     """Supervised warm start on the task's worked solutions (bench/warmstart.py)."""
 
     WHERE: ClassVar[str] = "warmstart"
-    LATER: ClassVar[tuple[str, ...]] = ("calibrated",)
+    LATER: ClassVar[tuple[str, ...]] = ("calibrated", "task_params")
     steps: int | None = Field(None, ge=0)  # None: the task's warm_start_steps for the scale (bench/tasks/base.py)
     batch_size: int = Field(64, ge=1)
     lr: float = Field(3e-3, gt=0)
@@ -204,6 +204,15 @@ class WarmStartConfig(Section):
     # settings (bench/calibration.json, written by `bench calibrate`), filled in when the run's config
     # is built, so the run id names the values used. A run config that states steps keeps them.
     calibrated: bool = False
+    # The task parameters the SFT demonstrations are drawn with, over the run's own task_params: a
+    # warm start that has seen only part of the task (gcd up to 99, RL and evaluation up to 999), so
+    # RL has problems the warm start cannot yet solve but sometimes does: room for coverage to grow.
+    # {}: the run's task, as it is.
+    task_params: dict[str, Any] = {}
+
+    def sft_params(self, task_params: dict) -> dict:
+        """The task parameters of the SFT data: the run's task_params with these over them."""
+        return {**task_params, **self.task_params}
 
     def resolve(self, task_name: str, scale_name: str) -> WarmStartConfig:
         """Steps filled in from the task's per-scale table (Task.warm_start_steps) when not given."""
@@ -528,7 +537,8 @@ class RunConfig(Section):
         if self.warmstart.calibrated and self.warmstart.steps is None:
             from bench import calibration
 
-            entry = calibration.lookup(self.task, self.task_params, self.scale, self.warmstart)
+            entry = calibration.lookup(self.task, self.warmstart.sft_params(self.task_params), self.scale,
+                                       self.warmstart)
             object.__setattr__(self, "warmstart", self.warmstart.replace(steps=entry["steps"], lr=entry["lr"]))
         return self
 

@@ -396,6 +396,13 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
             tasks.get(t, **params)
         except (InputError, TypeError, OSError) as e:  # TypeError: a parameter of the wrong type; OSError: a data file
             raise err(f"task_params.{t}", str(e)) from None
+    if f.warmstart.task_params:
+        for t in f.tasks:  # the SFT data of every task: its task_params with warmstart.task_params over them
+            try:
+                tasks.get(t, **f.warmstart.sft_params(f.task_params.get(t, {})))
+            except (InputError, TypeError, OSError) as e:
+                raise err("warmstart.task_params", f"{e} (they apply to every task of the suite: {', '.join(f.tasks)})") \
+                    from None
     if f.report.baseline is not None and f.report.baseline not in f.recipes:
         raise err("report.baseline", unknown("recipe", f.report.baseline, f.recipes) + " (the suite's recipes)")
 

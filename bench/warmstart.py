@@ -163,6 +163,7 @@ def warmstart_key(task, scale: models.Scale, cfg: WarmStartConfig, device: str =
     otherwise), so a cache never hands one ISA's checkpoint to the other."""
     ws = _config_dict(cfg.resolve(task.name, scale.name))
     ws.pop("calibrated", None)  # where steps and lr came from, not what trains: a calibrated run reuses the rung
+    ws.pop("task_params", None)  # the SFT task's own config (below) says what data it trains on
     payload = {
         "task": {"name": task.name, **_config_dict(task.config)},
         "scale": scale.to_dict(),

@@ -4,6 +4,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import algorithms
 from bench import cli, models, tasks
 from bench.warmstart import WarmStartConfig, demonstration, warm_start, warmstart_key
 
@@ -178,3 +179,36 @@ def test_weights_hash_is_recorded_and_checked_on_every_cache_hit(tmp_path):
     weights.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=f"{first.path}.*modified or damaged.*delete that directory"):
         warm_start(task, scale, CFG, cache=tmp_path)
+
+
+def test_warmstart_task_params_draw_the_sft_data_from_part_of_the_task(tmp_path, monkeypatch):
+    """warmstart.task_params: the SFT demonstrations come from the task with these parameters over the
+    run's (gcd up to 99 for a run up to 999). The warm start is the one a run of that smaller task
+    trains (one cache key: the same data, the same checkpoint); the run id stays where it is unset
+    (a LATER field); the trainer and the suite planner both ask for that warm start."""
+    from bench.config import RunConfig
+    from bench.engine import trainer as trainer_mod
+    from bench.harness.plan import cfg_warmstart_key
+
+    def cfg(task_params, ws_params=None):
+        ws = {"steps": 6, "eval_examples": 10, **({"task_params": ws_params} if ws_params is not None else {})}
+        return RunConfig(recipe=algorithms.get("grpo"), task="gcd", scale="nano", budget="2steps",
+                         task_params=task_params, warmstart=ws)
+
+    big, small = cfg({"max_value": 999}), cfg({"max_value": 99})
+    part = cfg({"max_value": 999}, {"max_value": 99})
+    assert cfg({"max_value": 999}, {}).run_id == big.run_id  # unset: the earlier id
+    assert part.run_id != big.run_id and "task_params" in part.to_dict()["warmstart"]
+    assert cfg_warmstart_key(part) == cfg_warmstart_key(small) != cfg_warmstart_key(big)
+    asked = []
+
+    def fake_warm_start(task, scale, ws_cfg, **kw):
+        asked.append(task.config.max_value)
+        raise RuntimeError("stop after the warm start is asked for")
+
+    monkeypatch.setattr(trainer_mod, "warm_start", fake_warm_start)
+    with pytest.raises(RuntimeError, match="stop after"):
+        trainer_mod.Trainer(part, root=tmp_path)._setup()
+    assert asked == [99]
+    with pytest.raises(ValueError, match="max_value"):  # a bad SFT parameter names the task's field
+        trainer_mod.Trainer(cfg({"max_value": 999}, {"max_valu": 99}), root=tmp_path)._setup()

@@ -135,7 +135,9 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.task = tasks.get(cfg.task, **cfg.task_params)
         self.scale = models.get(cfg.scale)
-        self.ws = warm_start(self.task, self.scale, cfg.warmstart, device=dev, log=self.log)
+        sft_task = self.task if not cfg.warmstart.task_params else \
+            tasks.get(cfg.task, **cfg.warmstart.sft_params(cfg.task_params))
+        self.ws = warm_start(sft_task, self.scale, cfg.warmstart, device=dev, log=self.log)
         self.policy: Policy = self.ws.load(dev)
         # The frozen reference only when a recipe's loss needs it or KL is logged (train.kl_metrics;
         # default: on for built-in scales, off for a local model, whose copy costs memory and FLOPs).

@@ -30,7 +30,8 @@ from bench.warmstart import cache_dir, warmstart_key
 
 
 def cfg_warmstart_key(cfg: RunConfig) -> str:
-    return warmstart_key(tasks.get(cfg.task, **cfg.task_params), models.get(cfg.scale), cfg.warmstart, cfg.device)
+    return warmstart_key(tasks.get(cfg.task, **cfg.warmstart.sft_params(cfg.task_params)), models.get(cfg.scale),
+                         cfg.warmstart, cfg.device)
 
 
 def key_cached(key: str) -> bool:

@@ -79,6 +79,8 @@ def test_invalid_toml_gives_the_line(tmp_path):
     ("[eval]\nevery = 0.3\n", "eval.every", "got 0.3; expected 1/n"),
     ("[task_params.addition]\ndifficulty = \"extreme\"\n", "task_params.addition", "easy"),
     ("[task_params.countdown]\ndifficulty = \"easy\"\n", "task_params.countdown", "suite's tasks"),
+    ("[warmstart]\ntask_params = {max_value = 99}\n", "warmstart.task_params",
+     "'max_value'; choose one of: seed, test_size, holdout_frac, min_digits, max_digits (they apply to every task"),
     ("[overrides.grpo]\n\"recipe.objective.eps_hgh\" = 0.3\n", "overrides.grpo", "eps_high"),
     ("[overrides.grpo]\n\"budget.value\" = 1e9\n", "overrides.grpo.budget", "stay matched"),
     ("[overrides.ppo]\n\"train.lr\" = 1e-3\n", "overrides.ppo", "suite's recipes"),
