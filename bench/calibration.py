@@ -21,8 +21,8 @@ from bench import errors
 
 PATH = Path(__file__).resolve().parent / "calibration.json"
 # Warm-start settings an entry is matched on: every field but these (they do not change what SFT
-# reaches, or they are what calibration chooses).
-UNMATCHED = ("steps", "lr", "seed", "eval_examples", "calibrated")
+# reaches, or they are what calibration chooses; task_params are matched as the SFT task's config).
+UNMATCHED = ("steps", "lr", "seed", "eval_examples", "calibrated", "task_params")
 
 
 def _task_config(task: str, params: dict) -> dict:

@@ -52,6 +52,20 @@ def test_calibrated_runs_take_steps_and_lr_from_the_record(tmp_path, monkeypatch
     assert cfg(steps=50).warmstart.steps == 50, "stated steps are kept"
 
 
+def test_the_committed_calibrations_still_match_and_task_params_take_the_sft_tasks():
+    """A warm-start field added later (task_params) must not unmatch every committed entry; with
+    warmstart.task_params a calibrated run takes the entry of the task its SFT data comes from."""
+    def run(task_params, ws_params):
+        return RunConfig(recipe=algorithms.get("grpo"), task="gcd", scale="nano", budget=Budget.parse("2steps"),
+                         task_params=task_params, warmstart=WarmStartConfig(calibrated=True, task_params=ws_params))
+
+    default = run({}, {})
+    assert default.warmstart.steps == calibration.lookup("gcd", {}, "nano", WarmStartConfig())["steps"]
+    assert run({"max_value": 999}, {"max_value": 199}).warmstart.steps == default.warmstart.steps  # 199: gcd's default
+    with pytest.raises(ValueError, match="no calibration of task 'gcd'"):
+        run({}, {"max_value": 999})
+
+
 def test_uncalibrated_configs_keep_their_run_ids():
     c = RunConfig(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2steps"))
     assert "calibrated" not in c.to_dict()["warmstart"]
