@@ -2,16 +2,22 @@
 
 Keys are dotted paths (a nested YAML is flattened first, Hydra's `+key=value` overrides read alike).
 
-| verl | here |
-|---|---|
-| algorithm.adv_estimator grpo (norm_adv_by_std_in_grpo), rloo, remax, reinforce_plus_plus(_baseline), opo, gpg, gae | group_norm(std / none, eps 1e-6), rloo, remax, reinforce_pp(gamma), reinforce_pp_baseline, opo, gpg, gae(gamma, lam) + critic |
-| actor.policy_loss.loss_mode vanilla | ppo_clip(clip_ratio_low, clip_ratio_high, dual_clip = clip_ratio_c): verl's dual clip is always on |
-| gspo / cispo / sapo / geo_mean | gspo(low, high) / cispo(ratio_min = 1 − low, ratio_max = 1 + high: two-sided) / sapo(tau_pos, tau_neg; seq-mean-token-mean forced) / gmpo(low, high; mean over sequences) |
-| dppo_tv / dppo_kl / clip_cov / kl_cov / dro / gpg | dppo(δ = clip_ratio, cap clip_ratio_c) / clip_cov / kl_cov / kimi(dro_beta) / kimi(tau 0) (ℓ = −A·log π) |
-| actor.loss_agg_mode (+ loss_scale_factor) | aggregation (seq-mean-token-sum-norm: L_max = loss_scale_factor, else data.max_response_length) |
-| actor.use_kl_loss, kl_loss_coef, kl_loss_type / algorithm.use_kl_in_reward, kl_penalty, kl_ctrl.kl_coef | kl(placement loss / reward; kl k1, mse k2, low_var_kl k3) |
-| actor.entropy_coeff, ppo_epochs, data.train_batch_size / ppo_mini_batch_size | entropy_coef, updates(epochs, minibatches) |
-| algorithm.filter_groups, reward_model.overlong_buffer, algorithm.rollout_correction.rollout_is(_threshold) | dynamic_sampling, overlong_penalty, rollout_correction(level, truncate, c_max) |
+- algorithm.adv_estimator: grpo (norm_adv_by_std_in_grpo: group_norm std / none, eps 1e-6), rloo,
+  remax, reinforce_plus_plus(gamma), reinforce_plus_plus_baseline, opo, gpg, gae(gamma, lam) + critic.
+- actor.policy_loss.loss_mode: vanilla -> ppo_clip(clip_ratio_low, clip_ratio_high, dual_clip =
+  clip_ratio_c; verl's dual clip is always on); gspo -> gspo(low, high); cispo -> cispo(ratio_min =
+  1 − low, ratio_max = 1 + high: two-sided, unlike TRL's absolute cap); sapo -> sapo(tau_pos, tau_neg;
+  seq-mean-token-mean forced); geo_mean -> gmpo(low, high; a mean over sequences); dppo_tv/kl ->
+  dppo(δ = clip_ratio, ratio_cap = clip_ratio_c); clip_cov, kl_cov -> clip_cov, kl_cov; dro ->
+  kimi(tau = dro_beta); gpg -> kimi(tau 0), i.e. ℓ = −A·log π.
+- actor.loss_agg_mode (+ loss_scale_factor) -> aggregation (seq-mean-token-sum-norm: L_max =
+  loss_scale_factor, else data.max_response_length).
+- actor.use_kl_loss, kl_loss_coef, kl_loss_type / algorithm.use_kl_in_reward, kl_penalty,
+  kl_ctrl.kl_coef -> kl(placement loss / reward; kl k1, mse k2, low_var_kl k3).
+- actor.entropy_coeff, ppo_epochs, data.train_batch_size / actor.ppo_mini_batch_size -> entropy_coef,
+  updates(epochs, minibatches).
+- algorithm.filter_groups, reward_model.overlong_buffer, algorithm.rollout_correction.rollout_is(_threshold)
+  -> dynamic_sampling, overlong_penalty, rollout_correction(level, truncate, c_max).
 
 Export writes is_pg (−ρA) as vanilla with no clip (clip_ratio_low 1, clip_ratio_high and clip_ratio_c
 1e9, beyond the ±20 log-ratio clamp), and ppo_clip without dual clip with clip_ratio_c 1e9.
@@ -347,6 +353,7 @@ def to_verl(recipe: algorithms.Recipe, max_response_length: int | None = None) -
         if not adv.whiten:
             raise no("advantage.whiten", False, "its gae always whitens")
         f.update({"algorithm.adv_estimator": "gae", "algorithm.gamma": adv.gamma, "algorithm.lam": adv.lam})
+        notes.append(f"gae whitening: verl divides by sqrt(var + 1e-8), the recipe by std + {adv.eps!r}")
         if recipe.critic is not None:
             f["critic.cliprange_value"] = recipe.critic.value_clip
             notes.append("critic: verl trains it with its own optimizer (critic.optim.lr)")
