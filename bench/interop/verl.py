@@ -281,7 +281,8 @@ def overrides(tree: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-def to_verl(recipe: algorithms.Recipe, max_response_length: int | None = None) -> tuple[dict[str, Any], list[str]]:
+def to_verl(recipe: algorithms.Recipe, max_response_length: int | None = None,
+            prompts_per_step: int = 16) -> tuple[dict[str, Any], list[str]]:
     """verl config (nested) that reproduces the recipe, and notes; InputError naming the first part verl
     cannot express."""
     def no(path: str, value: Any, why: str) -> InputError:
@@ -406,6 +407,9 @@ def to_verl(recipe: algorithms.Recipe, max_response_length: int | None = None) -
         raise no("nll_coef", recipe.nll_coef, "no NLL term on correct completions")
     f[A + "entropy_coeff"] = recipe.entropy_coef
     f[A + "ppo_epochs"] = recipe.updates.epochs
-    if recipe.updates.minibatches > 1:
-        notes.append(f"set {A}ppo_mini_batch_size = data.train_batch_size / {recipe.updates.minibatches}")
+    m = recipe.updates.minibatches  # verl's mini-batches count prompts, as our train.prompts_per_step does
+    tbs = m * max(1, prompts_per_step // m)
+    f.update({"data.train_batch_size": tbs, A + "ppo_mini_batch_size": tbs // m})
+    if max_response_length is not None:
+        f["data.max_response_length"] = max_response_length
     return nest(f), notes
