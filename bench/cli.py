@@ -74,7 +74,9 @@ def _add_live(parser: argparse.ArgumentParser) -> None:
                         help="save a resume checkpoint every N steps in RESULTS/live/RUN_ID/ (deleted when the run's "
                              "record is written; not hashed: run ids and results do not change)")
     parser.add_argument("--report-to", default="none", metavar="TRACKER",
-                        help="live tracker: none (default) or tensorboard (logs in RESULTS/tensorboard/)")
+                        help="live tracker: none (default), tensorboard (RESULTS/tensorboard/), wandb (offline unless "
+                             "WANDB_MODE says otherwise: RESULTS/wandb/) or trackio (local: TRACKIO_DIR, default "
+                             "RESULTS/trackio/)")
 
 
 def _root(args: argparse.Namespace) -> Path:
