@@ -2,6 +2,7 @@
 naming the file and the field, exports name the part a library cannot express, and an import written
 with --write runs as `--recipe file:PATH`. No TRL or verl needed: the mapping is ours."""
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -165,3 +166,20 @@ def test_recipe_needs_one_source(capsys):
     assert rc == 2 and "give one of" in err
     rc, _, err = run(capsys, "gpro")
     assert rc == 2 and "grpo" in err
+
+
+def test_a_suite_names_an_imported_recipe_by_file(tmp_path, capsys):
+    trl_cfg = tmp_path / "run.yaml"
+    trl_cfg.write_text("loss_type: dapo\nepsilon_high: 0.28\n")
+    assert run(capsys, "--from-trl", str(trl_cfg), "--write", str(tmp_path / "my_trl_run.toml"))[0] == 0
+    from bench import suite as suites
+
+    text = (Path(suites.__file__).parents[1] / "suites" / "smoke.toml").read_text()
+    suite_file = tmp_path / "mine.toml"
+    suite_file.write_text(text.replace('recipes = ["grpo", "dapo"]', 'recipes = ["grpo", "file:my_trl_run.toml"]'))
+    s = suites.load(suite_file)
+    assert list(s.recipes) == ["grpo", "my_trl_run"]
+    assert s.recipe("my_trl_run") == from_trl({"loss_type": "dapo", "epsilon_high": 0.28}, "f").recipe
+    suite_file.write_text(text.replace('recipes = ["grpo", "dapo"]', 'recipes = ["grpo", "file:absent.toml"]'))
+    with pytest.raises(algorithms.InputError, match=r"recipes: file:absent.toml: "):
+        suites.load(suite_file)
