@@ -291,13 +291,13 @@ def to_verl(recipe: algorithms.Recipe, max_response_length: int | None = None,
     f: dict[str, Any] = {}
     notes: list[str] = []
     obj = recipe.objective
-    f[A + "clip_ratio_c"] = NO_CAP
     if isinstance(obj, PPOClip):
         caps = [x for x in (obj.dual_clip, obj.delta) if x is not None]  # the same cap for A < 0 (objectives.py)
         f.update({A + "policy_loss.loss_mode": "vanilla", A + "clip_ratio_low": obj.eps_low,
                   A + "clip_ratio_high": obj.eps_high, A + "clip_ratio_c": min(caps) if caps else NO_CAP})
     elif isinstance(obj, ISPG):
-        f.update({A + "policy_loss.loss_mode": "vanilla", A + "clip_ratio_low": 1.0, A + "clip_ratio_high": NO_CAP})
+        f.update({A + "policy_loss.loss_mode": "vanilla", A + "clip_ratio_low": 1.0, A + "clip_ratio_high": NO_CAP,
+                  A + "clip_ratio_c": NO_CAP})
         notes.append("is_pg (−ρA) as vanilla PPO whose clips never bind (clip_ratio_low 1, clip_ratio_high and "
                      "clip_ratio_c 1e9)")
     elif isinstance(obj, GSPO):
