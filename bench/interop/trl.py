@@ -127,8 +127,12 @@ def from_trl(fields: dict[str, Any], source: str) -> Translation:
         to = "sapo"
     elif loss_type == "vespo":
         objective = VESPO(k_pos=num("vespo_k_pos"), lambda_pos=num("vespo_lambda_pos"),
-                          k_neg=num("vespo_k_neg"), lambda_neg=num("vespo_lambda_neg"), behaviour=use_vllm)
-        to = "vespo" + (" (behaviour=True: the sampler's ratio folded in, untruncated)" if use_vllm else "")
+                          k_neg=num("vespo_k_neg"), lambda_neg=num("vespo_lambda_neg"),
+                          behaviour=use_vllm and flag("vllm_importance_sampling_correction"))
+        to = "vespo" + (" (behaviour=True: the sampler's ratio folded in, untruncated)" if objective.behaviour else "")
+        if objective.behaviour:
+            tr.notes.append("vespo with vLLM: TRL truncates or masks its token ratio at vllm_importance_sampling_clip_"
+                            "max before folding it in; ours folds it in untruncated (equal below the cap)")
     elif level == "sequence":
         if delta is not None:
             raise InputError(f"{source}: delta: {delta!r} with importance_sampling_level 'sequence' is not modelled "

@@ -139,6 +139,8 @@ IMPORTS = {
     "sapo": {"loss_type": "sapo"},
     "luspo": {"loss_type": "luspo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4},
     "vespo": {"loss_type": "vespo"},
+    "vespo_vllm": {"loss_type": "vespo", "use_vllm": True, "vllm_importance_sampling_mode": "token_truncate",
+                   "vllm_importance_sampling_clip_max": 1e30},  # a cap that never binds: ours folds μ in untruncated
     "gspo": {"loss_type": "grpo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4},
     "gspo_dapo": {"loss_type": "dapo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4},
     "delta": {"loss_type": "dapo", "delta": 1.5},

@@ -243,6 +243,9 @@ EXAMPLES = {
     "rloo": {"algorithm.adv_estimator": "rloo", "algorithm.use_kl_in_reward": True, "algorithm.kl_ctrl.kl_coef": 0.001},
     "reinforce_pp": {"algorithm.adv_estimator": "reinforce_plus_plus", A + "use_kl_loss": True, A + "kl_loss_type": "mse"},
     "ppo": {"algorithm.adv_estimator": "gae", "algorithm.lam": 0.95, A + "ppo_epochs": 2},
+    "reinforce_pp_baseline": {"algorithm.adv_estimator": "reinforce_plus_plus_baseline"},
+    "opo": {"algorithm.adv_estimator": "opo"},
+    "remax": {"algorithm.adv_estimator": "remax", A + "loss_agg_mode": "seq-mean-token-sum"},
 }
 
 
