@@ -16,7 +16,7 @@ EXTRAS ?= test,ray
 CONSTRAINTS ?= constraints.txt
 SUITE ?= math-small
 
-.PHONY: setup suite test test-numerics lint test-slow test-e2e reproduce publish clean bench-speed setup-vllm test-vllm bench-vllm
+.PHONY: setup suite test test-numerics test-interop lint test-slow test-e2e reproduce publish clean bench-speed setup-vllm test-vllm bench-vllm
 
 setup: $(VENV)/.installed
 
@@ -43,6 +43,18 @@ NUMERICS_TESTS := tests/engine tests/test_publish.py tests/test_calibration.py t
 test-numerics: setup
 	$(KERNELS_2) $(PY) -c "import platform, bench.numerics as n; c = n.cpu_capability(); assert c == 'DEFAULT' or platform.machine() not in ('x86_64', 'AMD64'), c; print('second kernel set: torch kernels', c)"
 	$(KERNELS_2) $(PY) -m pytest -q $(NUMERICS_TESTS)
+
+# The interop tests (tests/interop): recipes to and from TRL and verl checked against the libraries' own
+# loss code, and the wandb (offline) and trackio (local) trackers. TRL, wandb and trackio come from the
+# `interop` extra; verl's wheel pins transformers<5.11 beside our 5.24, so its pure-torch core_algos
+# (and the three small packages it imports) go to $(VENV)/verl-nodeps without dependencies, on the
+# tests' path only. trackio pins pillow<13 (pip downgrades 13.0 to 12.3 in this venv).
+VERL_NODEPS := $(VENV)/verl-nodeps
+test-interop: setup
+	$(PIP) install -q -c $(CONSTRAINTS) -e ".[$(EXTRAS),interop]"
+	test -d $(VERL_NODEPS)/verl || $(PIP) install -q --no-deps --target $(VERL_NODEPS) verl==0.9.1 \
+		"tensordict>=0.8,<=0.10,!=0.9.0" omegaconf antlr4-python3-runtime codetiming pyvers cloudpickle
+	PYTHONPATH=$(VERL_NODEPS) OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} WANDB_MODE=offline $(PY) -m pytest -q tests/interop
 
 lint: setup  # ruff, configured in pyproject.toml ([tool.ruff]); `ruff check --fix .` mends most findings
 	$(VENV)/bin/ruff check .

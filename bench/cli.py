@@ -74,7 +74,9 @@ def _add_live(parser: argparse.ArgumentParser) -> None:
                         help="save a resume checkpoint every N steps in RESULTS/live/RUN_ID/ (deleted when the run's "
                              "record is written; not hashed: run ids and results do not change)")
     parser.add_argument("--report-to", default="none", metavar="TRACKER",
-                        help="live tracker: none (default) or tensorboard (logs in RESULTS/tensorboard/)")
+                        help="live tracker: none (default), tensorboard (RESULTS/tensorboard/), wandb (offline unless "
+                             "WANDB_MODE says otherwise: RESULTS/wandb/) or trackio (local: TRACKIO_DIR, default "
+                             "RESULTS/trackio/)")
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -205,7 +207,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     # fail before work: the config (types, ranges, --set), the task parameters, the device and the
     # results directory are all checked before the warm start trains
-    cfg = RunConfig(recipe=algorithms.get(args.recipe), task=args.task, scale=args.scale,
+    if args.recipe.startswith("file:"):  # a recipe variant `bench recipe --write` wrote
+        from bench.interop import load_variant_file
+
+        recipe = load_variant_file(args.recipe[len("file:"):])
+    else:
+        recipe = algorithms.get(args.recipe)
+    cfg = RunConfig(recipe=recipe, task=args.task, scale=args.scale,
                     budget=Budget.parse(args.budget), seed=args.seed, device=args.device, threads=args.threads,
                     rollout=args.rollout, task_params=_task_params(args.data, []))
     if args.set:
@@ -518,6 +526,77 @@ def pl_replace_cell(runs, cell: dict):
     return pl.col("run_id").replace_strict(cell, default=pl.col("cell"), return_dtype=pl.String).alias("cell")
 
 
+def _cmd_recipe(args: argparse.Namespace) -> int:
+    """Print a recipe; import one from a TRL or verl config (--from-*), or export one (--to)."""
+    import algorithms
+    from bench import interop
+
+    sources = [a for a in ("from_trl", "from_trl_args", "from_verl") if getattr(args, a) is not None]
+    if len(sources) > 1 or (sources and args.name):
+        raise errors.InputError("give one of NAME, --from-trl FILE, --from-trl-args ARGS, --from-verl FILE")
+    if not sources and not args.name:
+        raise errors.InputError("give a recipe NAME (see `bench list recipes`) or --from-trl / --from-trl-args / "
+                                "--from-verl")
+    if args.write and not sources:
+        raise errors.InputError("--write: writes an imported recipe; give --from-trl, --from-trl-args or --from-verl")
+    if sources:
+        if args.from_verl is not None:
+            from bench.interop.verl import from_verl
+
+            tr = from_verl(interop.load_verl(args.from_verl), str(args.from_verl))
+        else:
+            from bench.interop.trl import from_trl
+
+            if args.from_trl is not None:
+                tr = from_trl(interop.load_tree(args.from_trl), str(args.from_trl))
+            else:
+                tr = from_trl(interop.parse_cli_args(args.from_trl_args), "--from-trl-args")
+        for line in tr.unmodelled:  # never silently dropped: each on stderr, and the import still succeeds
+            print(f"bench recipe: unmodelled: {tr.source}: {line}", file=sys.stderr)
+        recipe = tr.recipe
+        if args.write:
+            name = Path(args.write).stem.replace("-", "_").lower()
+            text = interop.variant_toml(tr, name)
+            Path(args.write).write_text(text, encoding="utf-8")
+        if args.to is None:
+            print(interop.describe(tr))
+            if args.write:
+                print(f"wrote {args.write}: run it with `bench run --recipe file:{args.write} ...`, or paste its "
+                      "[variants] table into a suite")
+            return 0
+    else:
+        recipe = algorithms.get(args.name)
+        if args.to is None:
+            print(recipe)
+            return 0
+    if args.to == "trl":
+        import yaml
+
+        from bench.interop.trl import to_trl
+
+        config, notes = to_trl(recipe, max_completion_length=args.max_new_tokens)
+        print(f"# GRPOConfig (TRL 1.16) for recipe {recipe.name} (id {recipe.id}): GRPOConfig(**yaml.safe_load(f))")
+        print("\n".join(f"# note: {n}" for n in notes) + ("\n" if notes else ""), end="")
+        print(yaml.safe_dump(config, sort_keys=False), end="")
+    else:
+        import yaml
+
+        from bench.interop.verl import overrides, to_verl
+
+        tree, notes = to_verl(recipe, max_response_length=args.max_new_tokens)
+        print(f"# verl (0.9) PPO trainer config for recipe {recipe.name} (id {recipe.id}); as overrides:")
+        print("#   " + " ".join(overrides(tree)))
+        print("\n".join(f"# note: {n}" for n in notes) + ("\n" if notes else ""), end="")
+        print(yaml.safe_dump(tree, sort_keys=False), end="")
+    return 0
+
+
+def interop_targets() -> tuple[str, ...]:
+    from bench.interop import TARGETS
+
+    return TARGETS
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bench", description="grpo-bench: matched-compute comparisons of GRPO-family RL algorithms.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -528,6 +607,27 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("-v", "--verbose", action="store_true",
                     help="recipes: each recipe's parts and the first line of its paper note")
     ls.set_defaults(func=_cmd_list)
+
+    rc = sub.add_parser("recipe", help="print a recipe; import one from a TRL or verl config; export one to them",
+                        description="Print a registered recipe's parts (NAME), or import a TRL GRPOConfig "
+                                    "(--from-trl FILE.yaml|json, --from-trl-args '--loss_type dapo ...') or a verl "
+                                    "config (--from-verl FILE.yaml, dotted overrides as keys allowed): the recipe, "
+                                    "the run settings it fixes, and every field mapped, ignored (throughput only) "
+                                    "or unmodelled (named on stderr). --to trl|verl prints the config that "
+                                    "reproduces the recipe in that library, or names the part it cannot express.")
+    rc.add_argument("name", nargs="?", default=None, help="a registered recipe (see `bench list recipes`)")
+    rc.add_argument("--from-trl", default=None, metavar="FILE", help="a GRPOConfig's fields as YAML or JSON")
+    rc.add_argument("--from-trl-args", default=None, metavar="ARGS", help="GRPOConfig fields as TRL's CLI flags, "
+                    "one string: \"--loss_type dapo --beta 0\"")
+    rc.add_argument("--from-verl", default=None, metavar="FILE", help="a verl PPO trainer config as YAML (nested "
+                    "or dotted keys, e.g. actor_rollout_ref.actor.clip_ratio_high: 0.28)")
+    rc.add_argument("--to", choices=interop_targets(), default=None, help="print the library's config instead")
+    rc.add_argument("--write", default=None, metavar="FILE.toml",
+                    help="write the import as a recipe variant: `bench run --recipe file:FILE.toml`, or paste "
+                         "into a suite's [variants]")
+    rc.add_argument("--max-new-tokens", type=_int_at_least(1), default=None, metavar="L",
+                    help="--to: the generation cap to write (dr_grpo's and seq-mean-token-sum-norm's L_max)")
+    rc.set_defaults(func=_cmd_recipe)
 
     ws = sub.add_parser("warmstart", help="SFT a scale on a task's worked solutions (cached); print held-out accuracy",
                         description="Supervised warm start of a model scale on a task's worked solutions. Cached by "
@@ -577,7 +677,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "updates, held-out evaluations at fixed fractions of the budget. Rows stream to "
                                      "results/live/<run_id>/*.jsonl as they happen; at the end it writes "
                                      "results/runs/<run_id>/ (run.json, steps.parquet, evals.parquet, samples.jsonl).")
-    run.add_argument("--recipe", required=True, help="recipe name (see `bench list recipes`)")
+    run.add_argument("--recipe", required=True, help="recipe name (see `bench list recipes`), or file:PATH.toml "
+                     "(a variant `bench recipe --from-trl/--from-verl --write` wrote)")
     run.add_argument("--task", required=True, help="task name (see `bench list tasks`)")
     run.add_argument("--scale", required=True, help="scale name or a local HF model directory")
     run.add_argument("--budget", required=True, help="compute budget: FLOPs (2e12), or with a unit: 40steps, 5e5tokens")

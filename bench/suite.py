@@ -375,6 +375,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
     if isinstance(report, dict) and "primary" in report:
         f = f.replace(report=f.report.replace(declared=True))
 
+    f = _file_recipes(f, path, err)
     variants = _variants(f.variants, err)
     for key, valid in (("recipes", algorithms.names() + list(variants)), ("tasks", tasks.names())):
         for v in getattr(f, key):
@@ -517,6 +518,40 @@ def _step_metric_error(metric: str) -> str | None:
     return ("steps:COLUMN (its mean over the run) or slope:COLUMN (its slope over the run's budget) with COLUMN a "
             "steps.parquet column" + (f" ({unknown('column', col, list(step_schema()))})"
                                       if kind in ("steps", "slope") else ""))
+
+
+def _file_recipes(f: SuiteFile, path: Path, err) -> SuiteFile:
+    """recipes = ["file:my_trl_run.toml"]: a variant file `bench recipe --write` wrote (its path relative to
+    the suite file) joins the suite's [variants] under its table's name; one equal to a registered recipe
+    (base only) is that recipe."""
+    import tomllib
+
+    if not any(r.startswith("file:") for r in f.recipes):
+        return f
+    names, tables = [], dict(f.variants)
+    for r in f.recipes:
+        if not r.startswith("file:"):
+            names.append(r)
+            continue
+        p = path.parent / r[len("file:"):]
+        try:
+            tree = tomllib.loads(p.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise err("recipes", f"{r}: {e.strerror or e} ({p})") from None
+        except tomllib.TOMLDecodeError as e:
+            raise err("recipes", f"{r}: {p}: not valid TOML: {e}") from None
+        found = tree.get("variants")
+        if set(tree) != {"variants"} or not isinstance(found, dict) or len(found) != 1:
+            raise err("recipes", f"{r}: {p}: expected exactly one [variants.NAME] table")
+        (name, table), = found.items()
+        if isinstance(table, dict) and set(table) <= {"base", "description"} and table.get("base") in algorithms.names():
+            names.append(table["base"])
+            continue
+        if name in tables:
+            raise err("recipes", f"{r}: its variant {name!r} is also a [variants] table of the suite; rename one")
+        tables[name] = table
+        names.append(name)
+    return f.replace(recipes=names, variants=tables)
 
 
 def _variants(tables: dict[str, Any], err) -> dict[str, Variant]:

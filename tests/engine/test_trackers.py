@@ -52,10 +52,10 @@ def test_tensorboard_after_resume_has_each_step_once(bench_cache, tmp_path):
 
 def test_unknown_tracker_is_one_line_naming_the_choices(tmp_path, capsys):
     rc = cli.main(["run", "--recipe", "grpo", "--task", "addition", "--scale", "nano", "--budget", "2steps",
-                   "--results", str(tmp_path), "--report-to", "wandb"])
+                   "--results", str(tmp_path), "--report-to", "mlflow"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1
-    assert "'wandb'" in err and "valid: none, tensorboard" in err
-    with pytest.raises(ValueError, match="valid: none, tensorboard"):
-        trackers.check("trackio")
+    assert "'mlflow'" in err and "valid: none, tensorboard, wandb, trackio" in err
+    with pytest.raises(ValueError, match="valid: none, tensorboard, wandb, trackio"):
+        trackers.check("comet")
     assert trackers.make("none") == []
