@@ -210,6 +210,9 @@ class WarmStartConfig(Section):
     # {}: the run's task, as it is.
     task_params: dict[str, Any] = {}
 
+    def __hash__(self) -> int:  # task_params is a dict: hash the settings' JSON (equal configs, equal hashes)
+        return hash(json.dumps(self.model_dump(), sort_keys=True, default=str))
+
     def sft_params(self, task_params: dict) -> dict:
         """The task parameters of the SFT data: the run's task_params with these over them."""
         return {**task_params, **self.task_params}

@@ -246,7 +246,8 @@ class Suite:
                 patch = merge(patch, {"warmstart": {"seed": self.warmstart_seed(cell, seed)}})
         return RunConfig.compose(patch, recipe=self.recipe(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
                                  seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=train,
-                                 eval=self.eval, warmstart=self.warmstart, rollout=self.rollout, tags=tags,
+                                 eval=self.eval, warmstart=task_warmstart(self.warmstart, {c.task for c in self.cells}, cell.task),
+                                 rollout=self.rollout, tags=tags,
                                  rewards=self.rewards, device=self.device, threads=self.resources.threads)
 
     def warmstart_seed(self, cell: Cell | str, seed: int) -> int:
@@ -305,6 +306,19 @@ class Suite:
 
 
 # ---------------------------------------------------------------------------------------------
+def _per_task(params: dict, suite_tasks) -> bool:
+    """warmstart.task_params keyed by task ([warmstart.task_params.gcd] max_value = 99): every key a task
+    of the suite and every value a table; else one table for every task."""
+    return bool(params) and all(k in suite_tasks and isinstance(v, dict) for k, v in params.items())
+
+
+def task_warmstart(ws: WarmStartConfig, suite_tasks, task: str) -> WarmStartConfig:
+    """The suite's warm-start settings for one task: a per-task warmstart.task_params reduced to its table."""
+    if not _per_task(ws.task_params, suite_tasks):
+        return ws
+    return ws.replace(task_params=dict(ws.task_params.get(task, {})))
+
+
 def parse_filters(specs: list[str], valid: dict[str, list[str]], where: str) -> dict[str, list[str]]:
     """--only specs ['KEY=V1,V2', ...] -> {KEY: [V1, V2]}, every key and value one of `valid`'s."""
     out: dict[str, list[str]] = {}
@@ -398,11 +412,14 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
         except (InputError, TypeError, OSError) as e:  # TypeError: a parameter of the wrong type; OSError: a data file
             raise err(f"task_params.{t}", str(e)) from None
     if f.warmstart.task_params:
+        per_task = _per_task(f.warmstart.task_params, f.tasks)
         for t in f.tasks:  # the SFT data of every task: its task_params with warmstart.task_params over them
             try:
-                tasks.get(t, **f.warmstart.sft_params(f.task_params.get(t, {})))
+                tasks.get(t, **task_warmstart(f.warmstart, f.tasks, t).sft_params(f.task_params.get(t, {})))
             except (InputError, TypeError, OSError) as e:
-                raise err("warmstart.task_params", f"{e} (they apply to every task of the suite: {', '.join(f.tasks)})") \
+                where = f"warmstart.task_params.{t}" if per_task else "warmstart.task_params"
+                raise err(where, str(e) + ("" if per_task else f" (they apply to every task of the suite: "
+                                           f"{', '.join(f.tasks)}; [warmstart.task_params.TASK] sets one task's)")) \
                     from None
     if f.report.baseline is not None and f.report.baseline not in f.recipes:
         raise err("report.baseline", unknown("recipe", f.report.baseline, f.recipes) + " (the suite's recipes)")

@@ -81,6 +81,7 @@ def test_invalid_toml_gives_the_line(tmp_path):
     ("[task_params.countdown]\ndifficulty = \"easy\"\n", "task_params.countdown", "suite's tasks"),
     ("[warmstart]\ntask_params = {max_value = 99}\n", "warmstart.task_params",
      "'max_value'; choose one of: seed, test_size, holdout_frac, min_digits, max_digits (they apply to every task"),
+    ("[warmstart.task_params.addition]\nmax_digit = 3\n", "warmstart.task_params.addition", "did you mean 'max_digits'"),
     ("[overrides.grpo]\n\"recipe.objective.eps_hgh\" = 0.3\n", "overrides.grpo", "eps_high"),
     ("[overrides.grpo]\n\"budget.value\" = 1e9\n", "overrides.grpo.budget", "stay matched"),
     ("[overrides.ppo]\n\"train.lr\" = 1e-3\n", "overrides.ppo", "suite's recipes"),
@@ -165,3 +166,19 @@ def test_per_cell_learning_rates(tmp_path):
     assert "lr.addition/mikro" in error(tmp_path, text.replace('"addition/micro" = 3e-5', '"addition/mikro" = 3e-5'))
     msg = error(tmp_path, text.replace('"addition/micro" = 3e-5', '"addition/micro" = 0'))
     assert "lr.addition/micro: got 0; expected a finite number > 0" in msg
+
+
+def test_warmstart_task_params_per_task(tmp_path):
+    """[warmstart.task_params.TASK]: each task's SFT data from its own part (gcd up to 99, addition up to
+    3 digits); a task without a table trains on its own task_params."""
+    from bench import suite as suites_mod
+
+    text = GOOD.replace('tasks = ["addition"]', 'tasks = ["addition", "gcd", "chain_sum"]').replace(
+        '"addition/nano" = 2e9', '"addition/nano" = 2e9\n"gcd/nano" = 2e9\n"chain_sum/nano" = 2e9') + \
+        "[task_params.gcd]\nmax_value = 999\n[warmstart.task_params.gcd]\nmax_value = 99\n" \
+        "[warmstart.task_params.addition]\nmax_digits = 3\n"
+    s = suites_mod.load(write(tmp_path, text))
+    ws = {c.task: s.run_config(c, s.recipes[0], 0).warmstart for c in s.cells}
+    assert ws["gcd"].task_params == {"max_value": 99} and ws["addition"].task_params == {"max_digits": 3}
+    assert ws["chain_sum"].task_params == {}
+    assert ws["gcd"].sft_params({"max_value": 999}) == {"max_value": 99}
