@@ -13,7 +13,7 @@ import pytest
 from bench import report, results
 from bench import suite as suites
 from bench.report import data as report_data
-from bench.report import sections as S
+from bench.report.sections._rest import margin_spread
 from bench.report import stats
 from bench.report import tables as T
 
@@ -215,13 +215,13 @@ def _ctx(rows: list[tuple[str, float, str, int]], margin: float = 0.02):
 def test_margin_spread_warns_when_the_window_covers_the_field():
     narrow = _ctx([("a", 0.52, "equivalent", 10), ("grpo", 0.51, "baseline", 10), ("b", 0.50, "undecided", 10),
                    ("ppo", 0.35, "worse", 10)])
-    m = S.margin_spread(narrow, "c")
+    m = margin_spread(narrow, "c")
     assert m["all"] == (0.35, 0.52) and m["field"] == (0.50, 0.52) and m["n_field"] == 3
     assert m["within"] == ["a", "b"] and m["warn"]  # a 0.04-wide window over a 0.02 spread
     wide = _ctx([("a", 0.58, "equivalent", 10), ("grpo", 0.51, "baseline", 10), ("b", 0.47, "undecided", 10)])
-    assert not S.margin_spread(wide, "c")["warn"]  # the field spans 0.11
+    assert not margin_spread(wide, "c")["warn"]  # the field spans 0.11
     one_seed = _ctx([("a", 0.52, "undecided", 1), ("grpo", 0.51, "baseline", 1), ("b", 0.50, "undecided", 1)])
-    assert not S.margin_spread(one_seed, "c")["warn"]  # nothing can be called equivalent from one seed
+    assert not margin_spread(one_seed, "c")["warn"]  # nothing can be called equivalent from one seed
 
 
 def test_published_report_shows_the_margin_against_the_spread():

@@ -1,24 +1,13 @@
-"""The report's sections, in order: each function returns blocks and adds its figures to `figs`.
-
-    summary (led by each contrast on three axes, with the skill check when runs logged format rates) ·
-    leaderboard (with the equivalence margin against the spread between recipes) · skill, sharpening or
-    collapse (pass@k curves, the accuracy–KL frontier) · across tasks (when cells span ≥ 2 tasks) · claims
-    (when the suite declares some) · model scale (when a task spans ≥ 2 model scales) · power (with
-    warm-start variance when a cell has several) · accuracy against compute (AUC, sigmoid fits) ·
-    length bias (lengths, slopes and gaps, aggregation weights) · KL · clipping (with the ranking
-    checked against the clipped twin of a cell that turns the clip off) · entropy · recipes as diffs
-    from the baseline · tuning (trial runs, sensitivity curves, chosen settings and their cost, lr
-    robustness, defaults against tuned; bench/report/tuning.py) · failed, diverged and missing runs ·
-    manifest
+"""The sections not yet in a module of their own (summary, leaderboard, coverage, model_scale,
+clipping, tuning); moved one module each in the next step.
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from bench.report import coverage as C
@@ -27,52 +16,12 @@ from bench.report import manifest as M
 from bench.report import stats
 from bench.report import tables as T
 from bench.report import tuning as TU
-from bench.report.data import N_BINS, Data, finished, max_new_tokens, run_config
-from bench.report.render import Code, Figure, Heading, Para, Table, ci, num, table
+from bench.report.context import Context
+from bench.report.data import N_BINS, Data, finished, run_config
+from bench.report.prose import cap, names, run_cells, seeds_cell, span, stale_text
+from bench.report.registry import section
+from bench.report.render import Figure, Heading, Para, ci, num, table
 from bench.suite import Suite
-
-
-@dataclass
-class Context:
-    """What every section reads; `tables` collects the CSV frames, `figs` the PNG bytes.
-
-    curves: finished runs' binned step metrics in long form; grad_ref: (other completions' length,
-    L_max) of the aggregation-weight example. Both are set by `build_tables`."""
-
-    suite: Suite
-    root: Path
-    data: Data
-    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
-    figs: dict[str, bytes] = field(default_factory=dict)
-    curves: pl.DataFrame | None = None
-    grad_ref: tuple[int, int] = (0, 0)
-    across_sentences: dict = field(default_factory=dict)  # task group -> recipe -> sentence (across_tasks)
-    runs: pl.DataFrame | None = None  # tables.per_run: each finished run's metrics, evaluation count, plateau window
-
-    @property
-    def cells(self) -> list[str]:
-        return [c.name for c in self.suite.cells]
-
-    @property
-    def budgets(self) -> dict[str, float]:
-        return {c.name: c.budget.value for c in self.suite.cells}
-
-    @property
-    def xlabels(self) -> dict[str, str]:
-        unit = {"flops": "FLOPs", "steps": "optimizer steps", "tokens": "generated tokens"}
-        return {c.name: f"compute ({unit[c.budget.kind]})" for c in self.suite.cells}
-
-    @property
-    def colors(self) -> dict:
-        return F.palette(list(self.suite.recipes))
-
-    @property
-    def base(self) -> str:
-        return T.baseline(self.suite)
-
-    def figure(self, name: str, fig, caption: str) -> Figure:
-        self.figs[name] = F.png_bytes(fig)
-        return Figure(name, caption)
 
 
 def budget_text(b) -> str:
@@ -91,10 +40,6 @@ PRIMARY_TEXT = {
     "plateau": "plateau accuracy, the mean {acc} of the evaluations at ≥ {from_:g} of the budget spent, and "
                "at least the last {k} (one point would be final accuracy again)",
 }
-
-
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 def primary_text(ctx: Context) -> str:
@@ -135,7 +80,7 @@ def declared_text(ctx: Context) -> str:
             "confirmatory.")
 
 
-def _settings_text(su, data: Data | None = None) -> str:
+def settings_text(su, data: Data | None = None) -> str:
     """Whether the recipes run at tuned settings or at their defaults, in one sentence."""
     if su.tuned_from is None:
         lrs = {c.name: {run_config(su, data, c.name, r).train.lr for r in su.cell_recipes(c)} for c in su.cells}
@@ -149,11 +94,17 @@ def _settings_text(su, data: Data | None = None) -> str:
     f = Path(su.tuned_from)
     where = (f"suites/tuned/{f.name}, committed beside the suite" if f.resolve() == tuned_beside(su.path).resolve()
              else f"{f.name}, a tuned settings file given to `bench suite --tuned`")
-    return (f"Settings: **tuned** — {len(pairs)} recipe(s) ({_names(pairs)}) run at the values in {where} "
+    return (f"Settings: **tuned** — {len(pairs)} recipe(s) ({names(pairs)}) run at the values in {where} "
             "(tagged tuned = true; the Tuning section says what tuning cost and how the defaults compare); the "
             "others at their defaults.")
 
 
+def _summary_tables(ctx: Context) -> dict:
+    return {"skill_check": T.skill_check(ctx.suite, ctx.data)}
+
+
+@section("summary", tables=_summary_tables, writes=("skill_check",),
+         needs=("leaderboard", "power", "coverage", "claims", "scales"), figures=("claims.png", "leaderboard.png"))
 def summary(ctx: Context) -> list:
     runs, board, pw = ctx.data.runs, ctx.tables["leaderboard"], ctx.tables["power"]
     rs = ctx.suite.report
@@ -167,7 +118,7 @@ def summary(ctx: Context) -> list:
                               f"The {claims_.height} claims' contrasts and verdicts ({counts}; Holm over the claims): "
                               "see Claims below for each claim's statement, mechanism and outcome."))
     if "coverage" in ctx.tables:
-        out.append(_coverage_figure(ctx))
+        out.append(coverage_figure(ctx))
     su = ctx.suite
     if all(su.cell_seeds(c) == su.seeds for c in su.cells):
         cells = ", ".join(f"{c.name} (budget {budget_text(c.budget)})" for c in su.cells)
@@ -180,12 +131,12 @@ def summary(ctx: Context) -> list:
                     f"diverged, {_count(runs, 'failed')} failed, {_count(runs, 'missing')} without a record. "
                     "Statistics use finished runs only; the others are listed under "
                     "\"Failed, diverged and missing runs\"."))
-    out.append(Para(_settings_text(su, ctx.data)))
+    out.append(Para(settings_text(su, ctx.data)))
     out.append(Para(declared_text(ctx) + f" Every recipe is compared with {ctx.base}, paired by seed, "
                     "Holm-corrected within a cell; a comparison is decided when it finds a difference (adjusted "
                     f"p < 0.05) or rules out one of {rs.margin:g} or more (equivalence), and undecided otherwise."))
     if ctx.data.stale:
-        out.append(Para(_stale_text(ctx)))
+        out.append(Para(stale_text(ctx)))
     out.append(Para(_warm_start_text(ctx)))
     if "skill_check" in ctx.tables:
         out.append(Para(_skill_text(ctx)))
@@ -212,27 +163,18 @@ def summary(ctx: Context) -> list:
                 for r in own.iter_rows(named=True)) + "."
         spread = margin_spread(ctx, cell)
         warn = (f" **Warning: the ±{rs.margin:g} equivalence window is at least as wide as the spread of the recipes "
-                f"not found different from {ctx.base}** ({_range(spread['field'])}), so their `equivalent` says little: "
+                f"not found different from {ctx.base}** ({span(spread['field'])}), so their `equivalent` says little: "
                 "see \"Equivalence margin\"." if spread["warn"] else "")
         out.append(Para(
             f"{cell}: best {rs.primary} {best['recipe']} {ci(best['primary_mean'], best['primary_lo'], best['primary_hi'])}. "
             f"{decided} of {n_cmp} comparisons with {ctx.base} are decided on {rs.primary}: better "
-            f"{_names([_with_kind(ctx, cell, r) for r in by['better']])}; worse "
-            f"{_names([_with_kind(ctx, cell, r) for r in by['worse']])}; equivalent within ±{rs.margin:g} "
-            f"{_names(by['equivalent'])}. Undecided: {_names(by['undecided'])}. {power_txt}{warn}"))
+            f"{names([with_kind(ctx, cell, r) for r in by['better']])}; worse "
+            f"{names([with_kind(ctx, cell, r) for r in by['worse']])}; equivalent within ±{rs.margin:g} "
+            f"{names(by['equivalent'])}. Undecided: {names(by['undecided'])}. {power_txt}{warn}"))
         if "coverage" in ctx.tables:
-            out.append(Para(_kinds_text(ctx, cell)))
-    for label, cells, g in _scale_groups(ctx):
-        out.append(Para(_scale_summary(ctx, label, _scale_findings(ctx, cells, g))))
-    return out
-
-
-def run_cells(ctx: Context) -> dict[str, str]:
-    """run_id -> cell, cells in suite order (a run shared by two cells is listed under the first)."""
-    out: dict[str, str] = {}
-    for cell in ctx.cells:
-        for rid in ctx.data.runs.filter(pl.col("cell") == cell)["run_id"].to_list():
-            out.setdefault(rid, cell)
+            out.append(Para(kinds_text(ctx, cell)))
+    for label, cells, g in scale_groups(ctx):
+        out.append(Para(scale_summary(ctx, label, scale_findings(ctx, cells, g))))
     return out
 
 
@@ -265,23 +207,17 @@ def _warm_start_text(ctx: Context) -> str:
     return text
 
 
-def _names(xs: list[str]) -> str:
-    return ", ".join(xs) if xs else "none"
-
-
 def _seeds(n) -> str:
     if n is None or (isinstance(n, float) and math.isnan(n)):
         return "an unknown number of"
     return "more than 10,000" if math.isinf(n) else f"{int(n)}"
 
 
-def _stale_text(ctx: Context) -> str:
-    n = len(ctx.data.stale)
-    return (f"{n} other recorded run{'s are' if n != 1 else ' is'} tagged suite={ctx.suite.name} but not part of "
-            "its current expansion (an older version of the suite file, or a change in how configs hash into run "
-            "ids); not used here. `bench suite " + ctx.suite.name + "` runs the current configurations.")
+def _leaderboard_tables(ctx: Context) -> dict:
+    return {"leaderboard": T.leaderboard(ctx.suite, ctx.data)}
 
 
+@section("leaderboard", tables=_leaderboard_tables, writes=("leaderboard",), needs=("coverage",), figures=("leaderboard.png",))
 def leaderboard(ctx: Context) -> list:
     board = ctx.tables["leaderboard"]
     rs = ctx.suite.report
@@ -304,8 +240,8 @@ def leaderboard(ctx: Context) -> list:
                 "warm-start variance, power) takes this verdict; Holm's family is the cell's comparisons, so the same "
                 "contrast in a suite whose cell holds other recipes can get another p_Holm and, near 0.05, another "
                 "verdict (the Claims section, where there is one, names any claim whose finding differs)."),
-           *([Para(_over_warm_starts(ctx).strip() + f" There Δ greedy, Δ {_k_text(ctx)} and gain are those figures, "
-                   f"while Δ, p and the verdict on {rs.primary} are still over seeds.")] if _several_warm_starts(ctx) else []),
+           *([Para(over_warm_starts(ctx).strip() + f" There Δ greedy, Δ {k_text(ctx)} and gain are those figures, "
+                   f"while Δ, p and the verdict on {rs.primary} are still over seeds.")] if several_warm_starts(ctx) else []),
            Para("Why paired t: an exact sign-flip or signed-rank test cannot go below p = 0.25 with 3 seeds, so it "
                 "could never decide at laptop seed counts; the t-test's false-positive rate on binomial accuracies "
                 "is checked by simulation in the tests (≤ 5% at 3 and at 10 seeds). The `+` mark of earlier reports "
@@ -318,9 +254,9 @@ def leaderboard(ctx: Context) -> list:
             f"{rs.primary} [95% CI]": lambda r: ci(r["primary_mean"], r["primary_lo"], r["primary_hi"]),
             f"Δ vs {ctx.base} [95% CI]": lambda r: ci(r["diff"], r["diff_lo"], r["diff_hi"], "+.3f"),
             "p": lambda r: num(r["p"], ".3f"), "p_Holm": lambda r: num(r["p_holm"], ".3f"),
-            "MDD": lambda r: num(r["mdd"], ".3f"), f"seeds for {rs.margin:g}": lambda r: _seeds_cell(r["seeds_for_margin"]),
+            "MDD": lambda r: num(r["mdd"], ".3f"), f"seeds for {rs.margin:g}": lambda r: seeds_cell(r["seeds_for_margin"]),
             "verdict": lambda r: r["verdict"] + (" *" if r["mark"] == "*" else ""),
-            **_coverage_columns(ctx, cell),
+            **coverage_columns(ctx, cell),
             "not finished": lambda r: _not_finished(r)}))
     out += margin_section(ctx)
     out.append(Para("Secondary metrics (not marked): final accuracy (mean and IQM, which with fewer than 4 seeds trims "
@@ -345,7 +281,7 @@ def leaderboard(ctx: Context) -> list:
     return out
 
 
-def _k_text(ctx: Context, cell: str | None = None) -> str:
+def k_text(ctx: Context, cell: str | None = None) -> str:
     """pass@K's name in the text: pass@K with the cell's K, or pass@k at the evaluation's k."""
     cov = ctx.tables["coverage"]
     ks = sorted(set((cov if cell is None else cov.filter(pl.col("cell") == cell))["k"].drop_nulls().to_list()))
@@ -359,12 +295,12 @@ def _coverage_row(ctx: Context, cell: str, recipe: str) -> dict | None:
     return c.row(0, named=True) if c.height else None
 
 
-def _with_kind(ctx: Context, cell: str, recipe: str) -> str:
+def with_kind(ctx: Context, cell: str, recipe: str) -> str:
     r = _coverage_row(ctx, cell, recipe)
     return f"{recipe} ({r['kind']})" if r is not None else recipe
 
 
-def _coverage_columns(ctx: Context, cell: str) -> dict:
+def coverage_columns(ctx: Context, cell: str) -> dict:
     """The leaderboard's columns for greedy accuracy, pass@K and the kind of the gain."""
     if "coverage" not in ctx.tables:
         return {}
@@ -379,23 +315,23 @@ def _coverage_columns(ctx: Context, cell: str) -> dict:
         c = _coverage_row(ctx, cell, r["recipe"])
         return c["kind"] if c is not None else "-"
 
-    return {"Δ greedy [95% CI]": axis("greedy"), f"Δ {_k_text(ctx, cell)} [95% CI]": axis("pass_k"), "gain": kind}
+    return {"Δ greedy [95% CI]": axis("greedy"), f"Δ {k_text(ctx, cell)} [95% CI]": axis("pass_k"), "gain": kind}
 
 
-def _coverage_figure(ctx: Context) -> Figure:
+def coverage_figure(ctx: Context) -> Figure:
     rs = ctx.suite.report
     return ctx.figure("leaderboard.png", F.coverage_verdicts(ctx.tables["coverage"], ctx.tables["leaderboard"], ctx.cells,
                                                              ctx.colors, ctx.base, rs.margin),
                       f"Each recipe against {ctx.base} on three axes, paired by seed: sampled pass@1 ({rs.accuracy_text}), "
-                      f"greedy accuracy and {_k_text(ctx)} (the chance that one of K samples is correct: coverage), each reduced over "
-                      f"the evaluations as the primary metric is ({_reduction(ctx)}): mean difference (dot) with its 95% "
+                      f"greedy accuracy and {k_text(ctx)} (the chance that one of K samples is correct: coverage), each reduced over "
+                      f"the evaluations as the primary metric is ({reduction(ctx)}): mean difference (dot) with its 95% "
                       f"paired t interval, `*` where Holm's p over the cell's recipes < 0.05, shaded ±{rs.margin:g}. "
                       "Beside each recipe the kind of its gain: skill (greedy accuracy or pass@K rises, nothing falls), "
                       "sharpening (only sampled pass@1 rises), collapse (pass@K falls while pass@1 or greedy rises), "
-                      "mixed, worse, equivalent or undecided." + _over_warm_starts(ctx))
+                      "mixed, worse, equivalent or undecided." + over_warm_starts(ctx))
 
 
-def _several_warm_starts(ctx: Context) -> list[str]:
+def several_warm_starts(ctx: Context) -> list[str]:
     """The cells whose coverage verdicts are read over warm starts (coverage.csv's level)."""
     cov = ctx.tables.get("coverage")
     if cov is None or "level" not in cov.columns:
@@ -403,25 +339,25 @@ def _several_warm_starts(ctx: Context) -> list[str]:
     return cov.filter(pl.col("level") == "warm start")["cell"].unique(maintain_order=True).to_list()
 
 
-def _over_warm_starts(ctx: Context) -> str:
+def over_warm_starts(ctx: Context) -> str:
     """A sentence for the texts that say "paired by seed", where some cell is read over warm starts."""
-    cells = _several_warm_starts(ctx)
+    cells = several_warm_starts(ctx)
     if not cells:
         return ""
-    return (f" In {_names(cells)} (several warm starts) the three axes are read over warm starts: the mean of "
+    return (f" In {names(cells)} (several warm starts) the three axes are read over warm starts: the mean of "
             "each warm start's mean paired difference, with a t interval over those means (see \"Skill, "
             "sharpening or collapse\").")
 
 
-def _reduction(ctx: Context) -> str:
+def reduction(ctx: Context) -> str:
     rs = ctx.suite.report
     return rs.primary if rs.threshold is None and rs.primary in ("final", "auc", "plateau") else "auc"
 
 
-def _kinds_text(ctx: Context, cell: str) -> str:
+def kinds_text(ctx: Context, cell: str) -> str:
     """One cell's contrasts on the three axes, each with the kind of its gain."""
     cov = ctx.tables["coverage"].filter(pl.col("cell") == cell)
-    k = _k_text(ctx, cell)
+    k = k_text(ctx, cell)
 
     def d(r, key):
         return (f"{num(r[f'{key}_diff'], '+.3f')}" + (" *" if r[f"{key}_p_holm"] is not None
@@ -429,11 +365,25 @@ def _kinds_text(ctx: Context, cell: str) -> str:
     parts = [f"{r['recipe']} {r['kind']} (pass@1 {d(r, 'pass1')}, greedy {d(r, 'greedy')}, {k} {d(r, 'pass_k')})"
              for r in cov.iter_rows(named=True)]
     over = (f", over its {cov['warmstarts'].max()} warm starts (a t over their means; by warm start in \"Skill, "
-            "sharpening or collapse\")" if cell in _several_warm_starts(ctx) else "")
+            "sharpening or collapse\")" if cell in several_warm_starts(ctx) else "")
     return (f"{cell}, what each difference from {ctx.base} is, on sampled pass@1, greedy accuracy and {k} "
-            f"({_reduction(ctx)}; `*`: Holm's p < 0.05 on that axis){over}: " + "; ".join(parts) + ".")
+            f"({reduction(ctx)}; `*`: Holm's p < 0.05 on that axis){over}: " + "; ".join(parts) + ".")
 
 
+def _coverage_tables(ctx: Context) -> dict:
+    s, d = ctx.suite, ctx.data
+    cov = C.verdicts(s, d)
+    if not cov.height:
+        return {}
+    several = (cov["level"] == "warm start").any()
+    # level and warmstarts only where some cell has several warm starts: a report of one warm start
+    # per cell reads as it did before they were told apart (its published CSV stays byte for byte)
+    return {"coverage": cov if several else cov.drop("level", "warmstarts"),
+            "coverage_by_warmstart": C.per_warmstart(s, d) if several else None}
+
+
+@section("coverage", tables=_coverage_tables, writes=("coverage", "coverage_by_warmstart"), needs=("leaderboard",),
+         figures=("pass_at_k.png", "frontier.png"))
 def coverage(ctx: Context) -> list:
     """Skill, sharpening or collapse: the three axes' definitions, the pass@k curves and the
     accuracy–KL frontier (only when the runs logged evaluations the axes can be read from)."""
@@ -445,9 +395,9 @@ def coverage(ctx: Context) -> list:
                 "samples more often what its greedy answer already was (sharpening), or it concentrates on fewer "
                 "answers and solves fewer problems in K tries (collapse: the RL literature's pass@1 / pass@k trade-off, "
                 "Yue et al. 2025). So each contrast of the leaderboard is also read on greedy accuracy and on pass@K, "
-                f"the largest K every evaluation of the cell logged ({_k_text(ctx)}; the unbiased estimator over the "
+                f"the largest K every evaluation of the cell logged ({k_text(ctx)}; the unbiased estimator over the "
                 "evaluation's n ≥ K samples per problem, or pass@k at k = eval.k for runs recorded before the coverage "
-                f"curve), each reduced over the evaluations as the primary metric is ({_reduction(ctx)}), paired by "
+                f"curve), each reduced over the evaluations as the primary metric is ({reduction(ctx)}), paired by "
                 "seed with Holm's adjustment over the cell's recipes on each axis, and the equivalence test at "
                 f"±{rs.margin:g}. An axis is up or down where Holm's p < 0.05; a kind follows from the three: collapse "
                 "(pass@K down while pass@1 or greedy is up) before mixed (any other rise beside a fall), "
@@ -474,7 +424,7 @@ def coverage(ctx: Context) -> list:
     how = {frozenset({"eval"}): measured, frozenset({"eval", "steps"}): f"{measured}; for runs that did not log it, "
            f"{binned[0].lower()}{binned[1:]}"}.get(frozenset(sources), binned)
     out.append(ctx.figure("frontier.png", F.accuracy_kl_frontier(kl, ctx.cells, ctx.colors, rs.accuracy_text),
-                          f"{_cap(rs.accuracy_text)} against the policy's KL k1 to the reference, each recipe's "
+                          f"{cap(rs.accuracy_text)} against the policy's KL k1 to the reference, each recipe's "
                           "evaluations as a path (mean over seeds at each evaluation of the schedule; square: the last). "
                           f"{how}. Up and to the left: more accuracy for less drift."))
     return out
@@ -492,10 +442,6 @@ def _plateau_text(ctx: Context) -> str:
     lo, hi = float(starts.min()), float(starts.max())
     where = f"{lo:.2f}" if round(lo, 2) == round(hi, 2) else f"{lo:.2f}–{hi:.2f}"
     return text + f"; in these runs the window starts at {where} of the budget."
-
-
-def _range(r: tuple[float, float]) -> str:
-    return f"{num(r[0])}–{num(r[1])}, a spread of {num(r[1] - r[0])}"
 
 
 def margin_spread(ctx: Context, cell: str) -> dict:
@@ -542,12 +488,12 @@ def margin_section(ctx: Context) -> list:
             text += (f", {share:.0%}" if share < 1 else f", {share:.1f}×") + (
                 f" of {ctx.base}'s gain in {rs.primary} over the warm start ({num(start)} at the warm start, "
                 f"{num(m['base'])} for {ctx.base})")
-        text += f". The {m['n']} recipes' means span {_range(m['all'])}; "
+        text += f". The {m['n']} recipes' means span {span(m['all'])}; "
         if not m["tested"]:
             text += f"no comparison with {ctx.base} has 2 paired seeds, so none can be decided; "
         elif m["n_field"] > 1:
             text += (f"the {m['n_field']} not found different from {ctx.base} ({ctx.base} among them) span "
-                     f"{_range(m['field'])}; ")
+                     f"{span(m['field'])}; ")
         elif m["n"] > 1:
             text += f"every other recipe is found different from {ctx.base}; "
         text += (f"{len(m['within'])} of the other {m['n'] - 1} lie{'s' if m['n'] == 2 else ''} within ±{rs.margin:g} "
@@ -561,7 +507,7 @@ def margin_section(ctx: Context) -> list:
     return out
 
 
-def _scale_groups(ctx: Context) -> list[tuple[str, list[str], pl.DataFrame]]:
+def scale_groups(ctx: Context) -> list[tuple[str, list[str], pl.DataFrame]]:
     """(label, cell names in scale order, the scales table's rows) per task/regime spanning ≥ 2 scales."""
     frame = ctx.tables.get("scales")
     if frame is None:
@@ -591,7 +537,7 @@ class ScaleFindings:
     tested: int
 
 
-def _scale_findings(ctx: Context, cells: list[str], g: pl.DataFrame) -> ScaleFindings:
+def scale_findings(ctx: Context, cells: list[str], g: pl.DataFrame) -> ScaleFindings:
     rows = {(r["recipe"], r["cell"]): r for r in g.iter_rows(named=True)}
     recipes = [r for r in ctx.suite.recipes if (r, cells[0]) in rows]
     scale = {c: rows[(recipes[0], c)]["scale"] for c in cells}
@@ -629,14 +575,14 @@ def _scale_findings(ctx: Context, cells: list[str], g: pl.DataFrame) -> ScaleFin
     return ScaleFindings(list(scale.values()), ranking, flips, changes, noise, involved, tested)
 
 
-def _scale_summary(ctx: Context, label: str, f: ScaleFindings) -> str:
+def scale_summary(ctx: Context, label: str, f: ScaleFindings) -> str:
     head = f"Model scale, {label} ({', '.join(f.scales)})"
     if all(v is None for v in f.ranking.values()):
         return f"{head}: no finished run yet."
     who = list(dict.fromkeys([r for r, _, _ in f.flips] + [r["recipe"] for r in f.changes]))
     if who:
         rest = "; the other order differences between scales are within noise" if f.noise else ""
-        return (f"{head}: a change with scale of the comparison with {ctx.base} is decided for {_names(who)}"
+        return (f"{head}: a change with scale of the comparison with {ctx.base} is decided for {names(who)}"
                 f"{rest} (see \"Model scale\").")
     if f.noise:
         return (f"{head}: the ranking differs between scales, but no change is decided: every difference is within "
@@ -698,9 +644,14 @@ def _p(p) -> str:
     return "< 0.001" if p is not None and p < 0.001 else num(p)
 
 
+def _model_scale_tables(ctx: Context) -> dict:
+    return {"scales": T.scales(ctx.suite, ctx.data, ctx.tables["leaderboard"])}
+
+
+@section("model_scale", tables=_model_scale_tables, writes=("scales",), needs=("leaderboard",), figures=("scales.png",))
 def model_scale(ctx: Context) -> list:
     """How the comparison with the baseline moves with model size (only for suites with ≥ 2 scales of a task)."""
-    groups = _scale_groups(ctx)
+    groups = scale_groups(ctx)
     if not groups:
         return []
     rs = ctx.suite.report
@@ -717,7 +668,7 @@ def model_scale(ctx: Context) -> list:
                 "change column says whether the recipe improves or worsens against the baseline (Holm p < 0.05) or "
                 "is undecided. Rank orders that differ otherwise are within noise and are called that.")]
     for label, cells, g in groups:
-        found = _scale_findings(ctx, cells, g)
+        found = scale_findings(ctx, cells, g)
         s0 = found.scales[0]
         out.append(Heading(3, label))
         out.append(table(g, {
@@ -735,114 +686,11 @@ def model_scale(ctx: Context) -> list:
     out.append(ctx.figure("scales.png", F.scales(finished(ctx.data.evals), ctx.tables["scales"],
                                                  {label: cells for label, cells, _ in groups}, ctx.budgets,
                                                  ctx.colors, ctx.xlabels, rs.primary, rs.accuracy_text),
-                          f"{_cap(rs.accuracy_text)} against compute (log scale; the warm start at compute 0 is left "
+                          f"{cap(rs.accuracy_text)} against compute (log scale; the warm start at compute 0 is left "
                           "out), one panel per model scale: mean over seeds, band from the lowest to the highest "
                           f"seed. Last panel: {rs.primary} per recipe against the model's parameters (log scale), "
                           "mean with its 95% bootstrap interval."))
     return out
-
-
-def across_tasks(ctx: Context) -> list:
-    """Cross-task aggregate, rliable style (only for suites whose cells span >= 2 tasks)."""
-    if "across_tasks" not in ctx.tables:
-        return []
-    from bench.report import aggregate as A
-
-    t, prof = ctx.tables["across_tasks"], ctx.tables["performance_profiles"]
-    out = [Heading(2, "Across tasks"),
-           Para("Each run's primary metric is normalised per task: (score − the warm start's) / (the mean of "
-                f"{ctx.base}'s − the warm start's), so 1 is {ctx.base}'s mean gain on that task and 0 no gain over "
-                "the warm start (where the baseline gained nothing on some task, min–max over that task's runs "
-                "instead; the table says which). IQM: the mean of the middle half of all (task, seed) scores; mean: "
-                "the mean over tasks of the per-task means; 95% stratified bootstrap intervals (seeds resampled "
-                f"within each task). P(> {ctx.base}): the share of paired seeds on which the recipe beats "
-                f"{ctx.base}, averaged over tasks (rliable's probability of improvement, paired), with its bootstrap "
-                "interval. Performance profile: the share of runs whose normalised score exceeds τ (Agarwal et al. "
-                "2021, arXiv 2108.13264).")]
-    for group in t["group"].unique(maintain_order=True).to_list():
-        g = t.filter(pl.col("group") == group)
-        agg = g.select("recipe", pl.col("iqm").alias("value"), pl.col("iqm_lo").alias("lo"), pl.col("iqm_hi").alias("hi"),
-                       pl.col("tasks").alias("n_tasks"), pl.col("runs").alias("n_runs")).with_columns(pl.lit("iqm").alias("stat"))
-        p = prof.filter(pl.col("group") == group).drop("group")
-        order = [r for r in ctx.suite.recipes if r in set(g["recipe"])]
-        ref = 1.0 if g["normalised"][0] == "baseline_gain" else None
-        name = "across_tasks.png" if len(t["group"].unique()) == 1 else f"across_tasks_{_slug(group)}.png"
-        out.append(ctx.figure(name, A.figure(agg, p, order, ctx.colors, reference=ref),
-                              f"{group}: IQM of the normalised primary metric per recipe with its 95% stratified "
-                              "bootstrap interval (left) and performance profiles with bootstrap bands (right)."))
-        out.append(table(g, {
-            "recipe": lambda r: r["recipe"], "tasks": lambda r: str(r["tasks"]), "runs": lambda r: str(r["runs"]),
-            "IQM [95% CI]": lambda r: ci(r["iqm"], r["iqm_lo"], r["iqm_hi"]),
-            "mean [95% CI]": lambda r: ci(r["mean"], r["mean_lo"], r["mean_hi"]),
-            f"P(> {ctx.base}) [95% CI]": lambda r: ci(r["p_improve"], r["p_improve_lo"], r["p_improve_hi"], ".2f"),
-            "normalised": lambda r: r["normalised"]}))
-        sentences = ctx.across_sentences.get(group, {})
-        if sentences:
-            same = [r for r, s in sentences.items() if "every task" in s]
-            flips = [r for r, s in sentences.items() if "flips" in s]
-            out.append(Para(f"{group}: the verdict against {ctx.base} holds on every task for "
-                            f"{', '.join(same) or 'no recipe'}; it flips between tasks for {', '.join(flips) or 'no recipe'}."))
-            out.append(Table(("recipe", "per-task verdicts"), tuple((r, sentences[r]) for r in sentences)))
-    return out
-
-
-def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() else "_" for ch in text).strip("_")
-
-
-def power(ctx: Context) -> list:
-    pw = ctx.tables["power"]
-    rs = ctx.suite.report
-    out = [Heading(2, "Power: what this suite can decide"),
-           Para("Per cell and metric, over the comparisons with the baseline: the pooled standard deviation of the "
-                "paired per-seed differences, the minimum detectable difference (MDD) of the paired t-test at 80% "
-                "power and α = 0.05 with the cell's seeds (noncentral t with n − 1 degrees of freedom; Holm's "
-                "correction makes the first comparison of a cell stricter still), the seeds that would detect "
-                f"{rs.margin:g}, and how many comparisons found a difference (Holm p < 0.05), were shown equivalent "
-                f"within ±{rs.margin:g}, or are undecided. A metric with a smaller MDD separates recipes at less cost.")]
-    out.append(table(pw, {
-        "cell": lambda r: r["cell"], "metric": lambda r: r["metric"] + (" (primary)" if r["primary"] else ""),
-        "seeds": lambda r: str(r["seeds"]), "paired SD": lambda r: num(r["sd_pooled"], ".4f"),
-        "MDD": lambda r: num(r["mdd"], ".3f"), f"seeds for {rs.margin:g}": lambda r: _seeds_cell(r["seeds_for_margin"]),
-        "different": lambda r: str(r["different"]), "equivalent": lambda r: str(r["equivalent"]),
-        "undecided": lambda r: f"{r['undecided']} of {r['comparisons']}"}))
-    if "warmstart_variance" in ctx.tables:
-        out += _warmstart_variance(ctx)
-    return out
-
-
-def _warmstart_variance(ctx: Context) -> list:
-    t = ctx.tables["warmstart_variance"]
-    out = [Heading(3, "Warm-start variance"),
-           Para("Cells whose seeds start from several independently trained warm starts (seed s from warm start "
-                "s mod N; every recipe of a seed from the same one, so comparisons stay paired). share of level: the "
-                "share of the variance of a recipe's primary metric that lies between warm starts (one-way "
-                f"random-effects ANOVA); share of difference: the same for its paired difference from {ctx.base}, "
-                "which is what the verdicts rest on; then that difference on each warm start, and whether every "
-                "warm start gives it the sign of the pooled mean.")]
-    out.append(table(t, {
-        "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "warm starts": lambda r: str(r["warmstarts"]),
-        "seeds": lambda r: str(r["seeds"]), "share of level": lambda r: num(r["share_level"], ".2f"),
-        "share of difference": lambda r: num(r["share_diff"], ".2f"),
-        f"difference from {ctx.base} by warm start": lambda r: r["diff_by_warmstart"] or "-",
-        "same sign on each": lambda r: "-" if r["same_sign"] is None else ("yes" if r["same_sign"] else "no")}))
-    board = ctx.tables["leaderboard"]
-    for cell in t["cell"].unique(maintain_order=True).to_list():
-        c = t.filter((pl.col("cell") == cell) & pl.col("same_sign").is_not_null())
-        decided = board.filter((pl.col("cell") == cell) & pl.col("verdict").is_in(["better", "worse"]))["recipe"]
-        flips = [r for r in c.filter(~pl.col("same_sign"))["recipe"].to_list() if r in decided.to_list()]
-        share = stats.mean(c["share_diff"].to_numpy())
-        out.append(Para(f"{cell}: warm starts hold {num(share, '.0%') if math.isfinite(share) else '-'} of the variance "
-                        "of the paired differences (mean over recipes); "
-                        + (f"decided verdicts that change sign on some warm start: {', '.join(flips)}."
-                           if flips else "every decided verdict has the same sign on every warm start.")))
-    return out
-
-
-def _seeds_cell(n) -> str:
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "-"
-    return ">10000" if math.isinf(n) else str(int(n))
 
 
 def _not_finished(r: dict) -> str:
@@ -850,133 +698,13 @@ def _not_finished(r: dict) -> str:
     return ", ".join(parts) or "-"
 
 
-def accuracy(ctx: Context) -> list:
-    fits = ctx.tables["sigmoid_fits"]
-    out = [Heading(2, "Accuracy against compute"),
-           ctx.figure("accuracy.png", F.accuracy_vs_compute(finished(ctx.data.evals), fits, ctx.cells, ctx.budgets,
-                                                            ctx.colors, ctx.xlabels, ctx.suite.report.accuracy_text),
-                      f"{_cap(ctx.suite.report.accuracy_text)} at each evaluation of the schedule, drawn at its nominal "
-                      "fraction of the budget (the compute actually spent is up to one optimizer step more): mean over "
-                      "seeds, band from the lowest to the highest seed; dashed: the sigmoid fit where it is identified."),
-           Heading(3, "Sigmoid fit (ScaleRL)"),
-           Para("ScaleRL (arXiv 2510.13786) fits R_C = R0 + (A − R0) / (1 + (C_mid / C)^B) to accuracy R against "
-                "compute C: A is the asymptote, B the efficiency, C_mid the compute at half the gain. R0 is fixed at "
-                "the mean accuracy at C = 0; A, B and C_mid are fitted by least squares to the pooled evaluations "
-                "of the finished seeds (C > 0, the FLOPs each evaluation actually spent), with 95% intervals from "
-                "the fit's covariance. A fit is reported as not identifiable when it fails, a parameter sits on its "
-                "bound, C_mid lies outside the observed compute, A's interval contains R0, A's upper bound lies more "
-                f"than {stats.A_SLACK:g} above the highest accuracy observed (R_max: a ceiling the points did not "
-                "reach is extrapolated, not measured), or an interval is too wide (A wider than 0.5, C_mid wider than "
-                "2 decades, B spanning more than 20× or 0); its values are then left out, here and in the CSV: the "
-                "points do not determine them, and their digits would be the optimizer's, which differ between CPUs."),
-           Para(_eval_points_text(ctx))]
-    for cell in ctx.cells:
-        out.append(Heading(3, f"{cell}: sigmoid fits"))
-        out.append(table(fits.filter(pl.col("cell") == cell), {
-            "recipe": lambda r: r["recipe"], "points": lambda r: str(r["n_points"]), "R0": lambda r: num(r["R0"]),
-            "R_max": lambda r: num(r["R_max"]),
-            "A [95% CI]": lambda r: ci(r["A"], r["A_lo"], r["A_hi"]) if r["identifiable"] else "-",
-            "B [95% CI]": lambda r: ci(r["B"], r["B_lo"], r["B_hi"], ".2f") if r["identifiable"] else "-",
-            "C_mid [95% CI]": lambda r: ci(r["C_mid"], r["C_mid_lo"], r["C_mid_hi"], ".2e") if r["identifiable"] else "-",
-            "fit": lambda r: "identified" if r["identifiable"] else f"not identified: {r['reason']}"}))
-    return out
+def _clipping_tables(ctx: Context) -> dict:
+    s, d = ctx.suite, ctx.data
+    return {"clipping": T.clipping(s, d), "off_policy": T.step_summary(s, d, T.group_metrics(T.OFF_POLICY_GROUP))}
 
 
-def _eval_points_text(ctx: Context) -> str:
-    """The evaluations each run actually has (schedule points one step passes together merge) and how
-    far the last one lands past the budget."""
-    e = ctx.suite.eval
-    sched = (f"eval.spacing = \"log\" from {e.first:g}, {e.points} points" if e.spacing == "log"
-             else f"eval.every = {e.every:g}")
-    named = len(e.fractions)
-    runs = ctx.runs if ctx.runs is not None else T.per_run(ctx.suite, ctx.data)
-    parts = []
-    for cell in ctx.cells:
-        n = runs.filter(pl.col("cell") == cell)["evals"]
-        if not n.len():
-            continue
-        lo, hi, med = int(n.min()), int(n.max()), float(n.median())
-        parts.append(f"{cell} {lo}" + (f"–{hi} (median {med:g})" if lo != hi else ""))
-    text = (f"The schedule names {named} evaluation points, 0 included (the suite's {sched}), but an evaluation runs "
-            "after an optimizer step, and schedule points that one step passes together share one evaluation. "
-            "Distinct evaluation steps per run, the warm start's at step 0 included: " + "; ".join(parts) + ". "
-            "AUC, plateau and these fits place each evaluation at the compute it actually spent (the ledger's, as a "
-            "fraction of the budget), not at its schedule point")
-    ev = finished(ctx.data.evals)
-    if ev.height:
-        over = float(ev.group_by("cell", "run_id").agg(pl.col("spent").max())["spent"].max()) - 1
-        if over > 1e-9:
-            text += (f"; the last evaluation follows the step that crosses the budget, up to {over:.0%} past it, and "
-                     "AUC interpolates the curve at the budget")
-    text += ". Three free parameters identify a curve only when points sit on both sides of its bend."
-    if e.spacing == "linear":
-        text += (" A curve that rises before the first evaluation leaves the bend unseen: `eval.spacing = \"log\"` "
-                 "places the points densely early (e.g. 0.01, 0.02, 0.04, … 1).")
-    return text
-
-
-def length(ctx: Context) -> list:
-    bias, w = ctx.tables["length_bias"], ctx.tables["grad_weights"]
-    ev = finished(ctx.data.evals)
-    out = [Heading(2, "Length bias"),
-           Para("Mean length (tokens) of correct and of incorrect held-out answers at each evaluation point, per "
-                "recipe: mean over seeds, band from the lowest to the highest seed.")]
-    for cell in ctx.cells:
-        name = f"length_{cell.replace('/', '_')}.png"
-        out.append(ctx.figure(name, F.length_vs_compute(ev, cell, list(ctx.suite.recipes), ctx.budgets[cell],
-                                                         ctx.xlabels[cell]),
-                              f"{cell}: length of correct and incorrect answers against compute."))
-    out.append(Para("Slope: least-squares slope of a run's mean length (correct or incorrect answers) against the "
-                    "fraction of the budget spent, in tokens per whole budget (positive: answers grow). Gap: mean over "
-                    "the run's evaluation points of incorrect − correct length. Means over finished seeds with 95% "
-                    "bootstrap intervals."))
-    for cell in ctx.cells:
-        out.append(Heading(3, f"{cell}: slopes and gap"))
-        out.append(table(bias.filter(pl.col("cell") == cell), {
-            "recipe": lambda r: r["recipe"], "n": lambda r: str(r["n"]),
-            "slope, correct": lambda r: ci(r["slope_correct"], r["slope_correct_lo"], r["slope_correct_hi"], ".2f"),
-            "slope, incorrect": lambda r: ci(r["slope_incorrect"], r["slope_incorrect_lo"], r["slope_incorrect_hi"], ".2f"),
-            "gap (incorrect − correct)": lambda r: ci(r["gap"], r["gap_lo"], r["gap_hi"], ".2f")}))
-    out.append(ctx.figure("length_bias.png", F.length_bias(bias, ctx.cells, ctx.colors),
-                          "Length slopes and the incorrect − correct gap per recipe, 95% bootstrap intervals."))
-    ref_len, lmax = ctx.grad_ref
-    out.append(Heading(3, "Aggregation: gradient weight by length"))
-    out.append(Para(
-        f"The loss is Σ_i w_i Σ_t ℓ_(i,t) (algorithms/aggregation.py), so every token of completion i gets gradient "
-        f"weight w_i. Computed analytically for one completion of length L in a rollout batch of "
-        f"{ctx.suite.train.prompts_per_step} prompts × {ctx.suite.train.group_size} completions whose other "
-        f"completions have {ref_len} tokens (the mean training length in {ctx.cells[0]}), L_max = {lmax}; shown "
-        "relative to token_mean's weight at L = that length. seq_mean_token_mean gives every completion the same "
-        "total weight, so each token of a long completion counts less (long wrong answers are penalised less per "
-        "token, the length bias Dr. GRPO names); token_mean and the sum modes weigh every token alike. The advantage's "
-        "own scale (e.g. group std normalisation) is not included."))
-    out.append(ctx.figure("grad_weights.png", F.grad_weights(w, ref_len, lmax),
-                          "Per-token and whole-completion gradient weight against completion length, by aggregation."))
-    show = sorted({1, ref_len // 2 or 1, ref_len, min(2 * ref_len, lmax), lmax})
-    modes = w.filter(pl.col("length").is_in(show))
-    out.append(table(
-        modes.group_by("aggregation", maintain_order=True).agg(pl.col("recipe").unique(maintain_order=True),
-                                                               pl.col("weight")),
-        {"aggregation": lambda r: r["aggregation"], "recipes": lambda r: ", ".join(r["recipe"]),
-         **{f"L={L}": _weight_at(i) for i, L in enumerate(show)}}))
-    return out
-
-
-def _weight_at(i: int):
-    """The aggregation table's cell for the i-th length shown."""
-    return lambda r: num(r["weight"][i], ".3g")
-
-
-def kl(ctx: Context) -> list:
-    curves = ctx.curves
-    return [Heading(2, "KL to the reference"),
-            Para("Mean per-token KL of the policy to the reference (the warm start) on each training batch, k1 = "
-                 "log π − log π_ref and k3 = e^u − 1 − u with u = log π_ref − log π, logged for every recipe whatever "
-                 "its KL placement; averaged in bins of 1/20 of the budget, mean over seeds, band min–max."),
-            ctx.figure("kl.png", F.step_metrics(curves, {"kl/k1": "KL k1", "kl/k3": "KL k3"}, ctx.cells, ctx.budgets,
-                                                ctx.colors, ctx.xlabels), "KL (k1, k3) against compute.")]
-
-
+@section("clipping", tables=_clipping_tables, writes=("clipping", "off_policy"), needs=("leaderboard",),
+         figures=("clipping.png", "off_policy.png"))
 def clipping(ctx: Context) -> list:
     clip = ctx.tables["clipping"]
     zero = pl.col("note").str.starts_with("zero by construction")
@@ -1012,7 +740,7 @@ def clipping(ctx: Context) -> list:
               "whether a ranking holds with clipping off is not tested here.")
     out.append(Para("The gradient-norm clip (train.grad_clip) acts on a step when the pre-clip norm exceeds it; "
                     "`norm clip binds` is the share of steps where it did (a step's norm is the mean over its "
-                    "updates). " + (f"It binds on most steps of {_names(binds)}: Adam then sees gradients rescaled "
+                    "updates). " + (f"It binds on most steps of {names(binds)}: Adam then sees gradients rescaled "
                                     "to the clip's norm on those steps (each step weighs the same, whatever its "
                                     "size), unlike the recipes it rarely touches, so the recipes do not share one "
                                     f"optimiser in effect; {tested}" if binds
@@ -1084,47 +812,8 @@ def off_policy(ctx: Context) -> list:
     return out
 
 
-def group_weights(ctx: Context) -> list:
-    """Does std normalisation up-weight low-variance groups? (per-group logging)"""
-    g = ctx.tables.get("group_weights")
-    out = [Heading(2, "Group reward spread and gradient weight")]
-    if g is None:
-        return out + [Para("Per-group statistics (quantiles of the groups' reward std, the share of gradient weight "
-                           "on low-variance groups) are not logged in these runs: they were recorded before the "
-                           "engine logged them.")]
-    out.append(Para("Per step, the groups with a nonzero reward std are split at the step's median std. "
-                    "\"weight on low-std\" is the share of the step's gradient weight (Σ over a group's tokens of "
-                    "|advantage| × aggregation weight) on the groups below the median; \"low-std groups\" their share "
-                    "of the groups. A weight share above the group share means low-variance groups are up-weighted "
-                    "(what std normalisation does, per Dr. GRPO); means over steps and finished seeds."))
-    out.append(table(g, {
-        "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"],
-        "group std q10 / q50 / q90": lambda r: " / ".join(num(r[k], ".3f") for k in ("group_std_q10", "group_std_q50",
-                                                                                  "group_std_q90")),
-        "weight on low-std": lambda r: num(r["low_std_weight"], ".3f"),
-        "low-std groups": lambda r: num(r["low_std_groups"], ".3f")}))
-    return out
-
-
-def entropy(ctx: Context) -> list:
-    return [Heading(2, "Entropy"),
-            Para("Mean per-token entropy of the policy on each training batch (nats), binned like KL."),
-            ctx.figure("entropy.png", F.step_metrics(ctx.curves, {"policy/entropy": "entropy (nats)"},
-                                                     ctx.cells, ctx.budgets, ctx.colors, ctx.xlabels),
-                       "Policy entropy against compute.")]
-
-
-def recipes(ctx: Context) -> list:
-    diffs = ctx.tables["recipe_diffs"]
-    out = [Heading(2, f"Recipes as diffs from {ctx.base}"),
-           Para(f"Each recipe's parts (with this suite's overrides) where they differ from {ctx.base}'s; field paths "
-                "as in `Recipe.diff` (see ALGORITHMS.md for the parts).")]
-    out.append(table(diffs, {"recipe": lambda r: r["recipe"], "field": lambda r: f"`{r['field']}`",
-                             ctx.base: lambda r: r["baseline"], "recipe's value": lambda r: r["value"]})
-               if diffs.height else Para("No recipe differs from the baseline."))
-    return out
-
-
+@section("tuning", writes=("tuning", "tuning_cost", "lr_robustness", "tuned_vs_default"), needs=("leaderboard",),
+         figures=("tuning_sensitivity.png",))
 def tuning(ctx: Context) -> list:
     """What tuning did and what it bought (issue 23), from `bench tune`'s trial runs under the results
     directory and the suite's two expansions: every trial run (tuning.csv), the sensitivity curves, the
@@ -1216,7 +905,7 @@ def _tuning_cost(ctx: Context, cost: pl.DataFrame, has_settings: bool) -> list:
             + ", with its mean objective and final accuracy over the tuning seeds.")
     astray = cost.filter((pl.col("chosen_from") == "best trial") & pl.lit(has_settings))["recipe"].to_list()
     if astray:
-        text += (f" For {_names(astray)} no complete trial ran the tuned settings' values (a settings file from "
+        text += (f" For {names(astray)} no complete trial ran the tuned settings' values (a settings file from "
                  "another study?): the row shows the best complete trial instead.")
     return [Para(text), table(cost, {
         "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"],
@@ -1280,12 +969,12 @@ def _lr_robustness(ctx: Context, st, pt: pl.DataFrame, picked: dict) -> list:
     text = (f"lr robustness: per recipe, the contiguous range of learning rates around the chosen one whose complete "
             f"trials, at the chosen values of the other tuned parameters, score within {margin:g} of the chosen "
             f"trial's {st.objective} (margin {margin:g}, {why}), and its width in decades, log10(hi / lo). "
-            + (f"Fragile (of the learning rates tested, only the chosen one is within {margin:g}): {_names(fragile)}."
+            + (f"Fragile (of the learning rates tested, only the chosen one is within {margin:g}): {names(fragile)}."
                if fragile else f"No recipe is fragile: each has a neighbouring learning rate within {margin:g}, "
                "or only one was tested.")
-            + (f" Only one learning rate was tested at the chosen values of the other parameters for {_names(one)}, "
+            + (f" Only one learning rate was tested at the chosen values of the other parameters for {names(one)}, "
                "so their width is not measured." if one else "")
-            + (f" The range of {_names(edge)} reaches the end of the learning rates tested, so it may be wider."
+            + (f" The range of {names(edge)} reaches the end of the learning rates tested, so it may be wider."
                if edge else ""))
     return [Para(text), table(rob, {
         "cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "chosen lr": lambda r: num(r["chosen_lr"], ".3g"),
@@ -1356,28 +1045,11 @@ def _ranking_change(ctx: Context, cell: str, c: pl.DataFrame) -> str:
                 + f" (defaults: {', '.join(rc['a'])}; tuned: {', '.join(rc['b'])}).")
     one = rc["only_a"] + rc["only_b"]
     if one:
-        text += f" Left out (finished runs at one setting only): {_names(one)}."
+        text += f" Left out (finished runs at one setting only): {names(one)}."
     flips = [f"{r['recipe']} {r['verdict_default']} → {r['verdict_tuned']}" for r in c.iter_rows(named=True)
              if r["recipe"] in rc["common"] and r["verdict_default"] != r["verdict_tuned"]]
     return text + (f" Verdicts against {ctx.base} that change: {'; '.join(flips)}." if flips
                    else f" Every verdict against {ctx.base} is the same at both settings.")
-
-
-def problems(ctx: Context) -> list:
-    bad = T.problems(ctx.data)
-    out = [Heading(2, "Failed, diverged and missing runs")]
-    if ctx.data.stale:
-        out.append(Para(_stale_text(ctx)))
-    if not bad.height:
-        return out + [Para(f"None: all {ctx.data.runs.height} expected runs finished.")]
-    out.append(Para(f"{bad.height} of {ctx.data.runs.height} expected runs did not finish. They are not averaged into "
-                    "any statistic above (a diverged run has no accuracy at the budget); `missing` runs have no "
-                    "record yet (rerun `bench suite` to resume them)."))
-    out.append(table(bad, {"cell": lambda r: r["cell"], "recipe": lambda r: r["recipe"], "seed": lambda r: str(r["seed"]),
-                           "run id": lambda r: f"`{r['run_id']}`", "status": lambda r: r["status"],
-                           "steps": lambda r: str(r["steps_done"]), "budget spent": lambda r: num(r["spent"], ".2f"),
-                           "reason": lambda r: r["reason"] or "-"}))
-    return out
 
 
 def _coverage_by_warmstart(ctx: Context) -> list:
@@ -1394,7 +1066,7 @@ def _coverage_by_warmstart(ctx: Context) -> list:
                 "the paired difference over its seeds with its t interval, the findings and kind that a report of "
                 "those seeds alone would give (Holm over the cell's recipes within the warm start, no adjustment "
                 "across warm starts); with two or three seeds each, few are decided.")]
-    k = _k_text(ctx)
+    k = k_text(ctx)
     for cell in t["cell"].unique(maintain_order=True).to_list():
         c = t.filter(pl.col("cell") == cell)
         v = cov.filter(pl.col("cell") == cell)
@@ -1423,177 +1095,3 @@ def _axis_ci(r: dict, key: str) -> str:
     """An axis's difference with its interval, `*` where Holm's p < α."""
     return ci(r[f"{key}_diff"], r[f"{key}_lo"], r[f"{key}_hi"], "+.3f") + (
         " *" if r[f"{key}_p_holm"] is not None and r[f"{key}_p_holm"] < stats.ALPHA else "")
-
-
-def manifest(ctx: Context) -> list:
-    rows = M.manifest(ctx.suite, ctx.root, ctx.data.metas, ctx.data.runs.height, run_cells(ctx))
-    return [Heading(2, "Manifest"),
-            Para("Reproduce this report (a pure function of the results directory and the bootstrap seed):"),
-            Code(rows[0][1]),
-            Table(("item", "value"), tuple((k, v) for k, v in rows[1:])),
-            Para("Tables as CSV beside this file: " + ", ".join(f"`{n}.csv`" for n in sorted(ctx.tables)) + ".")]
-
-
-# Every table a report may write as NAME.csv (report.build refuses to write any other), so
-# that rebuilding a report into its directory removes the CSVs of tables this build no longer has.
-TABLES = ("runs", "leaderboard", "coverage", "coverage_by_warmstart", "power", "sigmoid_fits", "length_bias", "clipping",
-          "off_policy", "group_weights",
-          "recipe_diffs", "skill_check", "across_tasks", "performance_profiles", "warmstart_variance", "claims",
-          "sanity", "scales", "grad_weights", "tuned_vs_default", "tuning_cost", "tuning", "lr_robustness")
-
-
-def build_tables(ctx: Context) -> None:
-    """Compute every table once (each becomes a CSV), and the curves the figures share."""
-    s, d = ctx.suite, ctx.data
-    ctx.tables["runs"] = T.runs_table(d)
-    ctx.runs = T.per_run(s, d)
-    ctx.tables["leaderboard"] = T.leaderboard(s, d)
-    cov = C.verdicts(s, d)
-    if cov.height:
-        several = (cov["level"] == "warm start").any()
-        # level and warmstarts only where some cell has several warm starts: a report of one warm start
-        # per cell reads as it did before they were told apart (its published CSV stays byte for byte)
-        ctx.tables["coverage"] = cov if several else cov.drop("level", "warmstarts")
-        if several:
-            ctx.tables["coverage_by_warmstart"] = C.per_warmstart(s, d)
-    ctx.tables["power"] = T.power(s, d)
-    ctx.tables["sigmoid_fits"] = T.sigmoid_fits(s, d)
-    ctx.tables["length_bias"] = T.length_bias(s, d)
-    ctx.tables["clipping"] = T.clipping(s, d)
-    for name, group in (("off_policy", T.OFF_POLICY_GROUP), ("group_weights", T.GROUP_WEIGHTS_GROUP)):
-        frame = T.step_summary(s, d, T.group_metrics(group))
-        if frame is not None:
-            ctx.tables[name] = frame
-    ctx.tables["recipe_diffs"] = T.recipe_diffs(s, d)
-    skill = T.skill_check(s, d)
-    if skill is not None:
-        ctx.tables["skill_check"] = skill
-    across = T.across_tasks(s, d, ctx.tables["leaderboard"])
-    if across is not None:
-        ctx.tables["across_tasks"], ctx.tables["performance_profiles"], ctx.across_sentences = across
-    wsv = T.warmstart_variance(s, d)
-    if wsv is not None:
-        ctx.tables["warmstart_variance"] = wsv
-    claims = T.claims(s, d, ctx.tables["leaderboard"])
-    if claims is not None:
-        ctx.tables["claims"] = claims
-    sanity_ = T.claims(s, d, ctx.tables["leaderboard"], kind="sanity")
-    if sanity_ is not None:
-        ctx.tables["sanity"] = sanity_
-    scale_table = T.scales(s, d, ctx.tables["leaderboard"])
-    if scale_table is not None:
-        ctx.tables["scales"] = scale_table
-    lmax = max_new_tokens(s, d, ctx.cells[0])
-    lens = finished(d.steps).filter(pl.col("cell") == ctx.cells[0])["len/mean"].drop_nans().drop_nulls()
-    ref_len = int(min(lmax, max(1, round(float(np.mean(lens.to_numpy())))))) if lens.len() else max(1, lmax // 3)
-    ctx.tables["grad_weights"] = T.grad_weights(s, lmax, ref_len, list(range(1, lmax + 1)), d)
-    ctx.grad_ref = (ref_len, lmax)
-    ctx.curves = T.curve_frame(d, ["kl/k1", "kl/k3", "policy/clip_frac_low", "policy/clip_frac_high",
-                                   "policy/entropy"] + [m for m in ("policy/ratio_dev_frac", "policy/log_ratio_abs_mean")
-                                                        if m in d.steps.columns])
-
-
-def claims(ctx: Context) -> list:
-    """The suite's claims of the literature, each a paired contrast with a verdict (only when it has some)."""
-    table_ = ctx.tables.get("claims")
-    if table_ is None:
-        return []
-    counts = {v: table_.filter(pl.col("verdict") == v).height for v in T.CLAIM_VERDICTS}
-    out = [Heading(2, "Claims"),
-           Para(f"{table_.height} claims of the literature, each an experiment declared in the suite file: a contrast "
-                "a − b of two arms (recipe@cell) on one metric, paired by seed, with its 95% paired t interval and "
-                "Holm's adjustment over the suite's claims. Verdict: *reproduced* when the adjusted p < 0.05 in the "
-                "claimed direction (or, for an equivalence claim, the 90% interval lies inside ±margin); "
-                "*contradicted* when it is significant the other way, or a claimed difference is shown smaller than "
-                "the margin; *undecided at this power* otherwise. "
-                + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". "
-                + _one_part(table_)),
-           table(table_, {
-               "claim": lambda r: r["claim"], "statement": lambda r: r["statement"],
-               "contrast": lambda r: f"{r['a']} − {r['b']}", "metric": lambda r: r["metric"],
-               "expect": lambda r: r["expect"] + (f" (±{r['margin']:g})" if r["expect"] == "equivalent" else ""),
-               "a / b": lambda r: f"{num(r['mean_a'], '.4g')} / {num(r['mean_b'], '.4g')}",
-               "Δ [95% CI]": lambda r: ci(r["diff"], r["diff_lo"], r["diff_hi"], ".3g"),
-               "p_Holm": lambda r: num(r["p_holm"], ".2g"), "n": lambda r: str(r["n"]),
-               "mechanism Δ [95% CI]": lambda r: _side(r, "mechanism"),
-               "outcome Δ [95% CI]": lambda r: _side(r, "outcome"),
-               "finding / leaderboard": lambda r: f"{r['finding']} / {r['leaderboard'] or '-'}",
-               "parts differing": lambda r: f"{r['parts_differing']} ({r['differs'] or '-'})",
-               "verdict": lambda r: r["verdict"]}),
-           Para("Mechanism and outcome: every claim is also read on the mechanism it works through (its own metric "
-                "when that is a step metric, else the one the suite file names: KL drift, entropy, clip share, ratio "
-                f"drift, length slope) and on the outcome ({ctx.suite.report.primary}, its own metric when that is an "
-                "accuracy metric), the same arms paired by seed, each with its unadjusted p; only the claim's metric "
-                "decides its verdict."),
-           Para(_claims_vs_leaderboard(ctx, table_)),
-           Para("Sources: " + "; ".join(f"{r['claim']}: {r['paper']}" for r in table_.iter_rows(named=True)) + ".")]
-    return out
-
-
-def _side(r: dict, key: str) -> str:
-    """A claim's mechanism or outcome contrast as 'metric: Δ [lo, hi] (p)', '-' where it has none."""
-    if r[key] is None:
-        return "-"
-    return f"{r[key]}: {ci(r[f'{key}_diff'], r[f'{key}_lo'], r[f'{key}_hi'], '.3g')} (p {num(r[f'{key}_p'], '.2g')})"
-
-
-def _one_part(t: pl.DataFrame) -> str:
-    """How many claims isolate their mechanism (one part of the arms' configs differs)."""
-    one = t.filter(pl.col("parts_differing") == 1).height
-    many = t.filter(pl.col("parts_differing") > 1)["claim"].to_list()
-    text = (f"Parts differing (computed from the arms' configs: recipe parts, then training settings and budget): "
-            f"{one} of {t.height} claims are one-part ablations")
-    if many:
-        text += (f"; {len(many)} compare arms that differ in several parts ({_names(many)}), so they test the whole "
-                 "recipes, not the mechanism the claim names")
-    return text + "."
-
-
-def sanity(ctx: Context) -> list:
-    """Contrasts that hold by construction: checks that the code is right, kept out of the claims."""
-    t = ctx.tables.get("sanity")
-    if t is None:
-        return []
-    failed = t.filter(~pl.col("passed"))["claim"].to_list()
-    return [Heading(2, "Sanity checks"),
-            Para(f"{t.height} contrasts that hold by construction (declared `kind = \"sanity\"` in the suite file): "
-                 "each must pass, but none is a finding, none is counted among the claims, and they form a Holm "
-                 "family of their own. " + (f"**{len(failed)} failed: {_names(failed)}** — the code or the suite is "
-                                            "wrong." if failed else "All pass.")),
-            table(t, {"check": lambda r: r["claim"], "statement": lambda r: r["statement"],
-                      "contrast": lambda r: f"{r['a']} − {r['b']}", "metric": lambda r: r["metric"],
-                      "Δ [95% CI]": lambda r: ci(r["diff"], r["diff_lo"], r["diff_hi"], ".3g"),
-                      "p_Holm": lambda r: num(r["p_holm"], ".2g"), "n": lambda r: str(r["n"]),
-                      "passed": lambda r: "yes" if r["passed"] else "**no**"})]
-
-
-def _claims_vs_leaderboard(ctx: Context, claims: pl.DataFrame) -> str:
-    """Where a claim's contrast is also a leaderboard comparison, whether the two agree, and why not."""
-    rs, base = ctx.suite.report, ctx.base
-    text = ("Finding: what the contrast shows by the leaderboard's rule (greater / less when p_Holm < 0.05, else "
-            "equivalent when the 90% interval lies inside ±margin, else undecided); the verdict reads it against "
-            "what the claim expects (a claimed difference shown equivalent is contradicted). Leaderboard: the "
-            f"leaderboard's verdict on the same contrast, for a claim that compares a recipe with {base} in one cell "
-            f"on {rs.primary} (else -).")
-    shared = claims.filter(pl.col("leaderboard").is_not_null())
-    if not shared.height:
-        return text
-    board = ctx.tables["leaderboard"]
-    agree = shared.filter(pl.col("finding") == pl.col("leaderboard"))["claim"].to_list()
-    text += (f" Both use the same paired t-test and TOST; Holm's family differs (the {claims.height} claims here, the "
-             f"cell's comparisons with {base} there). The finding agrees with the leaderboard for {len(agree)} of "
-             f"{shared.height} ({_names(agree)})")
-    differ = []
-    for r in shared.filter(pl.col("finding") != pl.col("leaderboard")).iter_rows(named=True):
-        (ra, cell), (rb, _) = (x.split("@", 1) for x in (r["a"], r["b"]))
-        other = ra if rb == base else rb
-        row = board.filter((pl.col("cell") == cell) & (pl.col("recipe") == other)).row(0, named=True)
-        why = (f"the claim's own margin ±{r['margin']:g} against the report's ±{rs.margin:g}"
-               if r["margin"] != rs.margin else "Holm's family")
-        differ.append(f"{r['claim']} is {r['finding']} here (p_Holm {num(r['p_holm'], '.2g')}) and {r['leaderboard']} "
-                      f"there (p_Holm {num(row['p_holm'], '.2g')}): {why}")
-    return text + (f"; it differs for {len(differ)}: " + "; ".join(differ) + "." if differ else ".")
-
-
-SECTIONS = (summary, leaderboard, coverage, across_tasks, claims, sanity, model_scale, power, accuracy, length, kl, clipping, entropy,
-            group_weights, recipes, tuning, problems, manifest)
