@@ -13,7 +13,7 @@ import pytest
 from bench import report, results
 from bench import suite as suites
 from bench.report import data as report_data
-from bench.report.sections._rest import margin_spread
+from bench.report.sections.leaderboard import margin_spread
 from bench.report import stats
 from bench.report import tables as T
 

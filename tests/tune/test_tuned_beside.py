@@ -3,7 +3,7 @@ applies them, `--defaults` ignores them, and the report's Summary says which it 
 import pytest
 
 from bench import suite as suites
-from bench.report.sections._rest import settings_text
+from bench.report.sections.summary import settings_text
 
 SUITE = """recipes = ["grpo", "dapo"]
 seeds = 2

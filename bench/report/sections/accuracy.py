@@ -20,6 +20,7 @@ def _tables(ctx: Context) -> dict:
 
 @section("accuracy", tables=_tables, writes=("sigmoid_fits",), figures=("accuracy.png",))
 def accuracy(ctx: Context) -> list:
+    """Accuracy against compute and ScaleRL's sigmoid fit per recipe."""
     fits = ctx.tables["sigmoid_fits"]
     out = [Heading(2, "Accuracy against compute"),
            ctx.figure("accuracy.png", F.accuracy_vs_compute(finished(ctx.data.evals), fits, ctx.cells, ctx.budgets,

@@ -11,6 +11,7 @@ from bench.report.render import Heading, Para
 
 @section("entropy", figures=("entropy.png",))
 def entropy(ctx: Context) -> list:
+    """The policy's entropy on the training batches against compute."""
     return [Heading(2, "Entropy"),
             Para("Mean per-token entropy of the policy on each training batch (nats), binned like KL."),
             ctx.figure("entropy.png", F.step_metrics(ctx.curves, {"policy/entropy": "entropy (nats)"},

@@ -11,6 +11,7 @@ from bench.report.render import Heading, Para
 
 @section("kl", figures=("kl.png",))
 def kl(ctx: Context) -> list:
+    """The policy's KL (k1, k3) to the reference on the training batches against compute."""
     curves = ctx.curves
     return [Heading(2, "KL to the reference"),
             Para("Mean per-token KL of the policy to the reference (the warm start) on each training batch, k1 = "

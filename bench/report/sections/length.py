@@ -26,6 +26,7 @@ def _tables(ctx: Context) -> dict:
 
 @section("length", tables=_tables, writes=("length_bias", "grad_weights"), figures=("length_*.png", "grad_weights.png"))
 def length(ctx: Context) -> list:
+    """Lengths of correct and incorrect answers, their slopes and gap, and the gradient weight by length."""
     bias, w = ctx.tables["length_bias"], ctx.tables["grad_weights"]
     ev = finished(ctx.data.evals)
     out = [Heading(2, "Length bias"),

@@ -17,6 +17,7 @@ def _tables(ctx: Context) -> dict:
 
 @section("manifest", tables=_tables, writes=("runs",))
 def manifest(ctx: Context) -> list:
+    """What reproduces the report, and the CSVs beside it."""
     rows = M.manifest(ctx.suite, ctx.root, ctx.data.metas, ctx.data.runs.height, run_cells(ctx))
     return [Heading(2, "Manifest"),
             Para("Reproduce this report (a pure function of the results directory and the bootstrap seed):"),

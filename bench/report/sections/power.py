@@ -19,6 +19,7 @@ def _tables(ctx: Context) -> dict:
 
 @section("power", tables=_tables, writes=("power", "warmstart_variance"), needs=("leaderboard",))
 def power(ctx: Context) -> list:
+    """What the suite can decide: per cell and metric, the MDD, the seeds for the margin and the verdict counts."""
     pw = ctx.tables["power"]
     rs = ctx.suite.report
     out = [Heading(2, "Power: what this suite can decide"),

@@ -12,6 +12,7 @@ from bench.report.render import Heading, Para, num, table
 
 @section("problems")
 def problems(ctx: Context) -> list:
+    """The runs that did not finish, and why."""
     bad = T.problems(ctx.data)
     out = [Heading(2, "Failed, diverged and missing runs")]
     if ctx.data.stale:

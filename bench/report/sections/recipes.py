@@ -15,6 +15,7 @@ def _tables(ctx: Context) -> dict:
 
 @section("recipes", tables=_tables, writes=("recipe_diffs",))
 def recipes(ctx: Context) -> list:
+    """Each recipe's parts where they differ from the baseline's."""
     diffs = ctx.tables["recipe_diffs"]
     out = [Heading(2, f"Recipes as diffs from {ctx.base}"),
            Para(f"Each recipe's parts (with this suite's overrides) where they differ from {ctx.base}'s; field paths "
