@@ -66,7 +66,7 @@ def build(suite: Suite | str, root: Path | str, out_dir: Path | str | None = Non
     (out / "figures").mkdir(parents=True, exist_ok=True)
     for name, frame in ctx.tables.items():
         _write(out / f"{name}.csv", render.csv_frame(frame).encode())
-    for name in registry.tables():  # a table of an earlier build of this report that this one does not have
+    for name in registry.all_tables():  # a table of an earlier build of this report that this one does not have
         if name not in ctx.tables:
             (out / f"{name}.csv").unlink(missing_ok=True)
     for stale in (out / "figures").glob("*.png"):  # figures of an earlier version of the suite

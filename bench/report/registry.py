@@ -79,6 +79,6 @@ def owner(table: str) -> Section | None:
     return next((s for s in SECTIONS.values() if table in s.writes), None)
 
 
-def tables() -> tuple[str, ...]:
+def all_tables() -> tuple[str, ...]:
     """Every table any registered section may write (a report writes each as NAME.csv)."""
     return tuple(t for s in SECTIONS.values() for t in s.writes)

@@ -60,7 +60,7 @@ def test_published_p_improve_is_the_paired_share_of_seeds(addition_format):
     runs = T.per_run(s, d)
     board = csv("addition-format", "leaderboard").filter(pl.col("verdict") != "baseline")
     for r in board.iter_rows(named=True):
-        mine, ref = (T._by_seed(runs, r["cell"], who, "primary") for who in (r["recipe"], "grpo"))
+        mine, ref = (T.by_seed(runs, r["cell"], who, "primary") for who in (r["recipe"], "grpo"))
         seeds = sorted(mine.keys() & ref.keys())
         wins = sum(1.0 if mine[k] > ref[k] else 0.5 if mine[k] == ref[k] else 0.0 for k in seeds)
         assert r["p_improve"] == pytest.approx(wins / len(seeds), abs=1e-6), r["recipe"]
@@ -78,7 +78,7 @@ def test_math_smalls_p_improve_is_the_paired_share_and_its_plateau_is_not_final(
     runs = T.per_run(s, report_data.load(s, REPORTS / "math-small" / "data"))
     board = csv("math-small", "leaderboard")
     for r in board.filter(pl.col("verdict") != "baseline").iter_rows(named=True):
-        mine, ref = (T._by_seed(runs, r["cell"], who, "primary") for who in (r["recipe"], "grpo"))
+        mine, ref = (T.by_seed(runs, r["cell"], who, "primary") for who in (r["recipe"], "grpo"))
         seeds = sorted(mine.keys() & ref.keys())
         wins = sum(1.0 if mine[k] > ref[k] else 0.5 if mine[k] == ref[k] else 0.0 for k in seeds)
         assert r["p_improve"] == pytest.approx(wins / len(seeds), abs=1e-6), (r["cell"], r["recipe"])

@@ -1,7 +1,6 @@
 """Claims: the suite's claims of the literature, each a paired contrast with a verdict."""
 from __future__ import annotations
 
-
 import polars as pl
 
 from bench.report import tables as T

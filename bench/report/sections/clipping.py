@@ -1,7 +1,6 @@
 """Clipping and off-policy: clip fractions, the gradient-norm clip and the ratio telemetry."""
 from __future__ import annotations
 
-
 import polars as pl
 
 from bench.report import figures as F

@@ -3,7 +3,6 @@ pass@k curves and the accuracy–KL frontier; the helpers the summary and the le
 """
 from __future__ import annotations
 
-
 import polars as pl
 
 from bench.report import coverage as C

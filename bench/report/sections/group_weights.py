@@ -1,8 +1,6 @@
 """Group reward spread and gradient weight (per-group logging)."""
 from __future__ import annotations
 
-
-
 from bench.report import tables as T
 from bench.report.context import Context
 from bench.report.registry import section

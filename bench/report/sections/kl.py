@@ -1,8 +1,6 @@
 """KL to the reference, on the training batches."""
 from __future__ import annotations
 
-
-
 from bench.report import figures as F
 from bench.report.context import Context
 from bench.report.registry import section

@@ -1,16 +1,75 @@
 """Length bias: answer lengths, their slopes and gaps, and the aggregation's gradient weight by length."""
 from __future__ import annotations
 
-
 import numpy as np
 import polars as pl
 
 from bench.report import figures as F
-from bench.report import tables as T
+from bench.report import stats
 from bench.report.context import Context
-from bench.report.data import finished, max_new_tokens
+from bench.report.data import Data, finished, max_new_tokens, run_config
 from bench.report.registry import section
 from bench.report.render import Heading, Para, ci, num, table
+from bench.suite import Suite
+
+
+def length_bias(suite: Suite, data: Data) -> pl.DataFrame:
+    """Per cell, recipe and answer kind (correct / incorrect): the slope of held-out mean length
+    against the fraction of the budget spent (tokens per whole budget, least squares over a run's
+    eval points), and the incorrect − correct gap averaged over those points; means over finished
+    seeds with 95% bootstrap intervals."""
+    ev = finished(data.evals)
+    per = []
+    for (cell, recipe, seed), g in ev.group_by("cell", "recipe", "seed", maintain_order=True):
+        x = g["spent"].to_numpy()
+        c, w = g["len_correct"].to_numpy(), g["len_incorrect"].to_numpy()
+        per.append({"cell": cell, "recipe": recipe, "seed": seed, "slope_correct": stats.linear_slope(x, c),
+                    "slope_incorrect": stats.linear_slope(x, w), "gap": stats.mean(w - c)})
+    per_df = pl.DataFrame(per, schema={"cell": pl.String, "recipe": pl.String, "seed": pl.Int64,
+                                       "slope_correct": pl.Float64, "slope_incorrect": pl.Float64, "gap": pl.Float64})
+    rows = []
+    for cell in [c.name for c in suite.cells]:
+        for recipe in suite.cell_recipes(cell):
+            g = per_df.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
+            row = {"cell": cell, "recipe": recipe, "n": g.height}
+            for col in ("slope_correct", "slope_incorrect", "gap"):
+                v = g[col].to_numpy()
+                row[col] = stats.mean(v)
+                row[f"{col}_lo"], row[f"{col}_hi"] = stats.bootstrap_ci(v)
+            rows.append(row)
+    cols = [f"{c}{s}" for c in ("slope_correct", "slope_incorrect", "gap") for s in ("", "_lo", "_hi")]
+    return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "n": pl.Int64,
+                                      **{c: pl.Float64 for c in cols}})
+
+
+def grad_weights(suite: Suite, max_new_tokens: int, ref_len: int, lengths: list[int],
+                 data: Data | None = None) -> pl.DataFrame:
+    """Analytic per-token gradient weight of one completion of length L, for each recipe's aggregation.
+
+    The batch is the suite's rollout batch (prompts_per_step × group_size rows); every other row
+    has length ref_len. The loss is Σ_i w_i Σ_t ℓ_{i,t}, so a token of row i gets weight w_i
+    (algorithms.aggregation); it is reported relative to token_mean at L = ref_len (1/N), so 1
+    means "as much as an average token under token_mean". The advantage's own scale is left out.
+    """
+    import torch
+
+    P, G = suite.train.prompts_per_step, suite.train.group_size
+    B = P * G
+    group = torch.arange(P).repeat_interleave(G)
+    rows = []
+    for recipe in suite.recipes:
+        agg = run_config(suite, data, suite.cells[0].name, recipe).recipe.aggregation
+        for L in lengths:
+            T = max(L, ref_len)
+            mask = torch.zeros(B, T, dtype=torch.float64)
+            mask[:, :ref_len] = 1.0
+            mask[0] = 0.0
+            mask[0, :L] = 1.0
+            w = agg.weights(mask, group, max_new_tokens)
+            rows.append({"recipe": recipe, "aggregation": agg.mode, "length": L,
+                         "weight": float(w[0]) * B * ref_len, "seq_weight": float(w[0]) * B * ref_len * L})
+    return pl.DataFrame(rows, schema={"recipe": pl.String, "aggregation": pl.String, "length": pl.Int64,
+                                      "weight": pl.Float64, "seq_weight": pl.Float64})
 
 
 def _tables(ctx: Context) -> dict:
@@ -21,7 +80,7 @@ def _tables(ctx: Context) -> dict:
     lens = finished(d.steps).filter(pl.col("cell") == ctx.cells[0])["len/mean"].drop_nans().drop_nulls()
     ref_len = int(min(lmax, max(1, round(float(np.mean(lens.to_numpy())))))) if lens.len() else max(1, lmax // 3)
     ctx.grad_ref = (ref_len, lmax)
-    return {"length_bias": T.length_bias(s, d), "grad_weights": T.grad_weights(s, lmax, ref_len, list(range(1, lmax + 1)), d)}
+    return {"length_bias": length_bias(s, d), "grad_weights": grad_weights(s, lmax, ref_len, list(range(1, lmax + 1)), d)}
 
 
 @section("length", tables=_tables, writes=("length_bias", "grad_weights"), figures=("length_*.png", "grad_weights.png"))

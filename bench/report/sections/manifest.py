@@ -1,18 +1,23 @@
 """Manifest: what reproduces the report, and the runs table (runs.csv)."""
 from __future__ import annotations
 
-
+import polars as pl
 
 from bench.report import manifest as M
-from bench.report import tables as T
 from bench.report.context import Context
+from bench.report.data import Data
 from bench.report.prose import run_cells
 from bench.report.registry import section
 from bench.report.render import Code, Heading, Para, Table
 
 
+def runs_table(data: Data) -> pl.DataFrame:
+    """Every expected run with its status (the manifest's run ids)."""
+    return data.runs.select("cell", "recipe", "seed", "run_id", "status", "steps_done", "spent", "reason")
+
+
 def _tables(ctx: Context) -> dict:
-    return {"runs": T.runs_table(ctx.data)}
+    return {"runs": runs_table(ctx.data)}
 
 
 @section("manifest", tables=_tables, writes=("runs",))

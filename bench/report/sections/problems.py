@@ -1,19 +1,25 @@
 """Failed, diverged and missing runs."""
 from __future__ import annotations
 
+import polars as pl
 
-
-from bench.report import tables as T
 from bench.report.context import Context
+from bench.report.data import Data
 from bench.report.prose import stale_text
 from bench.report.registry import section
 from bench.report.render import Heading, Para, num, table
 
 
+def problems_table(data: Data) -> pl.DataFrame:
+    """Expected runs without a finished record: diverged, failed and missing, never dropped silently."""
+    return (data.runs.filter(pl.col("status") != "finished")
+            .select("cell", "recipe", "seed", "run_id", "status", "steps_done", "spent", "reason"))
+
+
 @section("problems")
 def problems(ctx: Context) -> list:
     """The runs that did not finish, and why."""
-    bad = T.problems(ctx.data)
+    bad = problems_table(ctx.data)
     out = [Heading(2, "Failed, diverged and missing runs")]
     if ctx.data.stale:
         out.append(Para(stale_text(ctx)))

@@ -1,7 +1,6 @@
 """Sanity checks: contrasts that hold by construction, kept out of the claims."""
 from __future__ import annotations
 
-
 import polars as pl
 
 from bench.report import tables as T

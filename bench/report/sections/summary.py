@@ -4,19 +4,77 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from bench.report import figures as F
 from bench.report import manifest as M
+from bench.report import stats
 from bench.report import tables as T
 from bench.report.context import Context
-from bench.report.data import Data, run_config
+from bench.report.data import Data, finished, run_config
 from bench.report.prose import names, run_cells, span, stale_text
 from bench.report.registry import section
 from bench.report.render import Heading, Para, ci, num
+from bench.report.tables import baseline
 from bench.report.sections.coverage import coverage_figure, kinds_text, with_kind
 from bench.report.sections.leaderboard import margin_spread
 from bench.report.sections.model_scale import scale_findings, scale_groups, scale_summary
+from bench.suite import Suite
+
+
+SKILL_FORMAT = 0.95  # least mean format rate of sampled answers at the start: the gain is not a switch of format
+SKILL_SE = 5.0  # least baseline gain, in standard errors of its mean over seeds: RL measurably improves skill
+# a sampled accuracy that passes the skill check while greedy accuracy gains less than this many SE:
+# RL sharpened sampling toward the greedy answer rather than improving the task's greedy accuracy
+SHARPENING_SE = 2.0
+
+
+def skill_check(suite: Suite, data: Data) -> pl.DataFrame | None:
+    """Per cell, whether it compares skill rather than format: the mean format rate of sampled answers
+    at fraction 0 (every finished run), and the baseline's gain in the report's accuracy (last
+    evaluation − first, per seed) with its standard error over seeds. Beside it, the same gain in
+    greedy accuracy (greedy_*): where the report's accuracy passes while greedy accuracy does not rise
+    (`sharpening`: greedy gain under SHARPENING_SE standard errors), RL made sampling more like greedy
+    decoding rather than the policy better at the task (a report reading greedy accuracy never is:
+    its two gains are one). None when no run logged a format rate
+    (runs from before eval/format_rate, or evaluations without samples)."""
+    ev = finished(data.evals)
+    if "format_rate" not in ev.columns or not ev["format_rate"].drop_nulls().drop_nans().len():
+        return None
+    base = baseline(suite)
+    rows = []
+    for cell in (c.name for c in suite.cells):
+        e = ev.filter(pl.col("cell") == cell)
+        fmt = e.filter(pl.col("fraction") == 0)["format_rate"].drop_nulls().drop_nans()
+        gains, greedy = [], []
+        for _, g in e.filter(pl.col("recipe") == base).sort("fraction").group_by("seed", maintain_order=True):
+            if g.height >= 2:
+                gains.append(float(g["acc"][-1] - g["acc"][0]))
+                greedy.append(float(g["acc_greedy"][-1] - g["acc_greedy"][0]))
+        n = len(gains)
+        m, se, z = _gain(gains)
+        gm, gse, gz = _gain(greedy)
+        start = float(fmt.mean()) if fmt.len() else math.nan
+        skill = bool(start >= SKILL_FORMAT and n >= 2 and z >= SKILL_SE)
+        rows.append({"cell": cell, "format_start": start, "baseline": base, "seeds": n, "gain_mean": m,
+                     "gain_se": se, "gain_z": z, "skill": skill, "greedy_gain_mean": gm, "greedy_gain_se": gse,
+                     "greedy_gain_z": gz, "sharpening": bool(skill and not gz >= SHARPENING_SE)})
+    return pl.DataFrame(rows, schema={"cell": pl.String, "format_start": pl.Float64, "baseline": pl.String,
+                                      "seeds": pl.Int64, "gain_mean": pl.Float64, "gain_se": pl.Float64,
+                                      "gain_z": pl.Float64, "skill": pl.Boolean, "greedy_gain_mean": pl.Float64,
+                                      "greedy_gain_se": pl.Float64, "greedy_gain_z": pl.Float64,
+                                      "sharpening": pl.Boolean})
+
+
+def _gain(gains: list[float]) -> tuple[float, float, float]:
+    """Mean of per-seed gains, its standard error, and the mean in standard errors (inf for a positive
+    mean with no spread; NaN under 2 seeds)."""
+    n = len(gains)
+    m = stats.mean(gains)
+    se = float(np.std(gains, ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
+    z = m / se if n >= 2 and se > 0 else (math.inf if n >= 2 and m > 0 else math.nan)
+    return m, se, z
 
 
 def budget_text(b) -> str:
@@ -59,10 +117,10 @@ def _skill_text(ctx: Context) -> str:
         parts.append(f"{r['cell']} {verdict} (format rate at the start {num(r['format_start'])}; {r['baseline']}'s gain "
                      f"{num(r['gain_mean'], '+.3f')} ± {num(r['gain_se'])} SE over {r['seeds']} seeds, "
                      f"{num(r['gain_z'], '.1f')} SE{sharp})")
-    return (f"Skill check (a cell compares skill when at least {T.SKILL_FORMAT:g} of the sampled answers are well-formed "
+    return (f"Skill check (a cell compares skill when at least {SKILL_FORMAT:g} of the sampled answers are well-formed "
             f"at the start, so that a gain is not a switch of format, and {ctx.base}'s gain in {ctx.suite.report.accuracy_text} "
-            f"from the first evaluation to the last is at least {T.SKILL_SE:g} standard errors of its mean over seeds; "
-            f"a sampled accuracy's gain is sharpening when greedy accuracy gains less than {T.SHARPENING_SE:g} standard "
+            f"from the first evaluation to the last is at least {SKILL_SE:g} standard errors of its mean over seeds; "
+            f"a sampled accuracy's gain is sharpening when greedy accuracy gains less than {SHARPENING_SE:g} standard "
             "errors): " + "; ".join(parts) + ".")
 
 
@@ -95,7 +153,7 @@ def settings_text(su, data: Data | None = None) -> str:
 
 
 def _tables(ctx: Context) -> dict:
-    return {"skill_check": T.skill_check(ctx.suite, ctx.data)}
+    return {"skill_check": skill_check(ctx.suite, ctx.data)}
 
 
 @section("summary", tables=_tables, writes=("skill_check",),
