@@ -244,7 +244,7 @@ def test_a_metric_declared_in_the_clipping_group_reaches_the_clipping_table(tmp_
         clip = ctx.tables["clipping"]
         assert clip.columns[4:9] == ["clip_low", "clip_high", "clip_seq", "weight_capped", "throwaway_frac"]
         assert clip["throwaway_frac"].to_list() == pytest.approx([0.25] * clip.height)
-        lines = [line for line in render.markdown("t", sections.clipping(ctx)).splitlines() if line.startswith("|")]
+        lines = [line for line in render.markdown("t", sections.blocks("clipping", ctx)).splitlines() if line.startswith("|")]
         cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
         at = cells[0].index("throwaway frac")  # the report's Markdown table shows it beside the others
         assert cells[0][at - 1] == "weight capped (cispo)" and {row[at] for row in cells[2:]} == {"0.2500"}

@@ -9,7 +9,7 @@ from its own data/):
 
     OUT/report.md                 Markdown, figures beside it in figures/*.png
     OUT/index.html                one self-contained page, the same content, figures embedded
-    OUT/*.csv                     every table (sections.TABLES): leaderboard, sigmoid_fits, length_bias,
+    OUT/*.csv                     every table a section writes (bench/report/registry.py): leaderboard, sigmoid_fits, length_bias,
                                   grad_weights, clipping, recipe_diffs, runs, claims, sanity, power, ...;
                                   with `bench tune` trials: tuning (one row per trial run), tuning_cost,
                                   lr_robustness and tuned_vs_default
@@ -18,8 +18,10 @@ report.md and the CSVs are byte-identical when regenerated from the same results
 fixed row order and float formats); index.html adds when and where it was generated.
 
 Modules: data (Polars queries over results/), stats (pure statistics), tables (one frame per
-table), figures (seaborn), sections (the report's order and text), render (Markdown, HTML, CSV),
-manifest (what reproduces it).
+table), figures (seaborn), registry (what a section declares: its tables, CSVs and figures),
+sections/ (one module per section, and the report's order: sections.ORDER), context (what every
+section reads), prose (phrases several sections share), render (Markdown, HTML, CSV), manifest
+(what reproduces it).
 """
 from __future__ import annotations
 
@@ -51,23 +53,20 @@ def default_dir(suite_name: str, root: Path | str | None = None) -> Path:
 def build(suite: Suite | str, root: Path | str, out_dir: Path | str | None = None) -> Path:
     """Write the report of `suite` over results `root` into out_dir (default: `default_dir`); return out_dir."""
     from bench import suite as suites
-    from bench.report import data, manifest, render, sections
+    from bench.report import data, manifest, registry, render, sections
 
     s = suites.load(suite) if isinstance(suite, (str, Path)) else suite
     root = Path(root)
     out = Path(out_dir) if out_dir is not None else default_dir(s.name, root)
     ctx = sections.Context(s, root, data.load(s, root))
     sections.build_tables(ctx)
-    blocks = [b for section in sections.SECTIONS for b in section(ctx)]
+    blocks = sections.render(ctx)
     title = f"grpo-bench report: {s.name}"
 
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    unknown = set(ctx.tables) - set(sections.TABLES)
-    if unknown:
-        raise AssertionError(f"tables {sorted(unknown)} are missing from bench.report.sections.TABLES")
     for name, frame in ctx.tables.items():
         _write(out / f"{name}.csv", render.csv_frame(frame).encode())
-    for name in sections.TABLES:  # a table of an earlier build of this report that this one does not have
+    for name in registry.all_tables():  # a table of an earlier build of this report that this one does not have
         if name not in ctx.tables:
             (out / f"{name}.csv").unlink(missing_ok=True)
     for stale in (out / "figures").glob("*.png"):  # figures of an earlier version of the suite

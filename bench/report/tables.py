@@ -1,8 +1,12 @@
-"""The report's tables: `Data` in, one Polars frame per table out, rows in a fixed order.
+"""The report's shared tables: `Data` in, one Polars frame per table out, rows in a fixed order.
+Here are the frames several sections read (per-run metrics, the leaderboard, step summaries), the
+claims' contrasts (the claims and sanity sections, and `bench reproduce --verdicts`) and the
+model-scale table (kept apart for its length); a table that one section alone reads is built in
+that section's module (bench/report/sections/).
 
 Statistics are over the finished seeds of a (cell, recipe); diverged, failed and missing runs are
 never averaged in (a diverged run's last accuracy is not a result at the budget) and are listed by
-`problems` instead. Comparisons are with the suite's `[report] baseline` (default: grpo when the
+the problems section instead. Comparisons are with the suite's `[report] baseline` (default: grpo when the
 suite has it, else its first recipe), paired by seed, on the `[report] primary` metric.
 """
 from __future__ import annotations
@@ -13,7 +17,6 @@ import numpy as np
 import polars as pl
 
 from algorithms import metrics as metric_registry
-from algorithms.serialize import flatten
 from bench.report import stats
 from bench.report.data import Data, finished, run_config
 from bench.suite import Suite
@@ -22,176 +25,6 @@ def baseline(suite: Suite) -> str:
     if suite.report.baseline is not None:
         return suite.report.baseline
     return "grpo" if "grpo" in suite.recipes else suite.recipes[0]
-
-
-SKILL_FORMAT = 0.95  # least mean format rate of sampled answers at the start: the gain is not a switch of format
-SKILL_SE = 5.0  # least baseline gain, in standard errors of its mean over seeds: RL measurably improves skill
-# a sampled accuracy that passes the skill check while greedy accuracy gains less than this many SE:
-# RL sharpened sampling toward the greedy answer rather than improving the task's greedy accuracy
-SHARPENING_SE = 2.0
-
-
-def skill_check(suite: Suite, data: Data) -> pl.DataFrame | None:
-    """Per cell, whether it compares skill rather than format: the mean format rate of sampled answers
-    at fraction 0 (every finished run), and the baseline's gain in the report's accuracy (last
-    evaluation − first, per seed) with its standard error over seeds. Beside it, the same gain in
-    greedy accuracy (greedy_*): where the report's accuracy passes while greedy accuracy does not rise
-    (`sharpening`: greedy gain under SHARPENING_SE standard errors), RL made sampling more like greedy
-    decoding rather than the policy better at the task (a report reading greedy accuracy never is:
-    its two gains are one). None when no run logged a format rate
-    (runs from before eval/format_rate, or evaluations without samples)."""
-    ev = finished(data.evals)
-    if "format_rate" not in ev.columns or not ev["format_rate"].drop_nulls().drop_nans().len():
-        return None
-    base = baseline(suite)
-    rows = []
-    for cell in (c.name for c in suite.cells):
-        e = ev.filter(pl.col("cell") == cell)
-        fmt = e.filter(pl.col("fraction") == 0)["format_rate"].drop_nulls().drop_nans()
-        gains, greedy = [], []
-        for _, g in e.filter(pl.col("recipe") == base).sort("fraction").group_by("seed", maintain_order=True):
-            if g.height >= 2:
-                gains.append(float(g["acc"][-1] - g["acc"][0]))
-                greedy.append(float(g["acc_greedy"][-1] - g["acc_greedy"][0]))
-        n = len(gains)
-        m, se, z = _gain(gains)
-        gm, gse, gz = _gain(greedy)
-        start = float(fmt.mean()) if fmt.len() else math.nan
-        skill = bool(start >= SKILL_FORMAT and n >= 2 and z >= SKILL_SE)
-        rows.append({"cell": cell, "format_start": start, "baseline": base, "seeds": n, "gain_mean": m,
-                     "gain_se": se, "gain_z": z, "skill": skill, "greedy_gain_mean": gm, "greedy_gain_se": gse,
-                     "greedy_gain_z": gz, "sharpening": bool(skill and not gz >= SHARPENING_SE)})
-    return pl.DataFrame(rows, schema={"cell": pl.String, "format_start": pl.Float64, "baseline": pl.String,
-                                      "seeds": pl.Int64, "gain_mean": pl.Float64, "gain_se": pl.Float64,
-                                      "gain_z": pl.Float64, "skill": pl.Boolean, "greedy_gain_mean": pl.Float64,
-                                      "greedy_gain_se": pl.Float64, "greedy_gain_z": pl.Float64,
-                                      "sharpening": pl.Boolean})
-
-
-def _gain(gains: list[float]) -> tuple[float, float, float]:
-    """Mean of per-seed gains, its standard error, and the mean in standard errors (inf for a positive
-    mean with no spread; NaN under 2 seeds)."""
-    n = len(gains)
-    m = stats.mean(gains)
-    se = float(np.std(gains, ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
-    z = m / se if n >= 2 and se > 0 else (math.inf if n >= 2 and m > 0 else math.nan)
-    return m, se, z
-
-
-def between_share(values: list[float], groups: list[int]) -> float:
-    """The share of the variance of `values` between `groups` (one-way random-effects ANOVA, unbalanced:
-    σ²_between = max(0, (MSB − MSW) / n0)); NaN with fewer than 2 groups or no replication within them."""
-    by: dict[int, list[float]] = {}
-    for v, g in zip(values, groups):
-        if math.isfinite(v):
-            by.setdefault(g, []).append(v)
-    sizes = [len(v) for v in by.values()]
-    k, n = len(by), sum(sizes)
-    if k < 2 or n - k < 1:
-        return math.nan
-    grand = sum(sum(v) for v in by.values()) / n
-    msb = sum(len(v) * (np.mean(v) - grand) ** 2 for v in by.values()) / (k - 1)
-    msw = sum(((np.asarray(v) - np.mean(v)) ** 2).sum() for v in by.values()) / (n - k)
-    n0 = (n - sum(s * s for s in sizes) / n) / (k - 1)
-    between = max(0.0, (msb - msw) / n0)
-    return float(between / (between + msw)) if between + msw > 0 else math.nan
-
-
-def warmstart_variance(suite: Suite, data: Data) -> pl.DataFrame | None:
-    """Per cell with several warm starts (a regime's `warmstarts`) and recipe: the share of the variance
-    of its primary metric between warm starts (share_level), the same for its paired difference from
-    the baseline (share_diff: what the verdicts rest on), that difference's mean on each warm start,
-    and whether every warm start gives it the sign of the pooled mean. None when no cell has two."""
-    runs = per_run(suite, data)
-    ws = {rid: cfg.warmstart.seed for rid, cfg in data.cfgs.items()}
-    base = baseline(suite)
-    rows = []
-    for cell in (c.name for c in suite.cells):
-        r = runs.filter(pl.col("cell") == cell).with_columns(
-            pl.col("run_id").replace_strict(ws, default=None, return_dtype=pl.Int64).alias("ws"))
-        if r["ws"].n_unique() < 2:
-            continue
-        base_by = _by_seed(r, cell, base, "primary")
-        seed_ws = dict(zip(r["seed"].to_list(), r["ws"].to_list()))
-        for recipe in suite.cell_recipes(cell):
-            rr = r.filter(pl.col("recipe") == recipe)
-            row = {"cell": cell, "recipe": recipe, "warmstarts": rr["ws"].n_unique(), "seeds": rr.height,
-                   "share_level": between_share(rr["primary"].to_list(), rr["ws"].to_list()),
-                   "share_diff": math.nan, "diff_by_warmstart": "", "same_sign": None}
-            if recipe != base:
-                mine = _by_seed(rr, cell, recipe, "primary")
-                seeds = sorted(s for s in mine if s in base_by)
-                diffs = [mine[s] - base_by[s] for s in seeds]
-                groups = [seed_ws[s] for s in seeds]
-                row["share_diff"] = between_share(diffs, groups)
-                means = {w: stats.mean([d for d, g in zip(diffs, groups) if g == w]) for w in sorted(set(groups))}
-                pooled = stats.mean(diffs)
-                row["diff_by_warmstart"] = " ".join(f"{w}:{m:+.4f}" for w, m in means.items())
-                row["same_sign"] = bool(all(np.sign(m) == np.sign(pooled) for m in means.values()))
-            rows.append(row)
-    if not rows:
-        return None
-    return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "warmstarts": pl.Int64,
-                                      "seeds": pl.Int64, "share_level": pl.Float64, "share_diff": pl.Float64,
-                                      "diff_by_warmstart": pl.String, "same_sign": pl.Boolean})
-
-
-def task_groups(suite: Suite) -> list[tuple[str, list[str]]]:
-    """Cells that differ only in their task, grouped by (scale, regime), for groups of >= 2 tasks:
-    [(label, [cell, ...])], label "scale nano" or "scale nano, regime 32mb"."""
-    groups: dict[tuple, list[str]] = {}
-    for c in suite.cells:
-        groups.setdefault((c.scale, c.regime.name if c.regime else ""), []).append(c.name)
-    return [(f"scale {s}" + (f", regime {r}" if r else ""), cells) for (s, r), cells in groups.items()
-            if len({suite.cell(c).task for c in cells}) >= 2]
-
-
-def across_tasks(suite: Suite, data: Data, board: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict] | None:
-    """The cross-task aggregate (bench/report/aggregate.py) of each task group (task_groups): per recipe
-    the IQM and mean of its primary metric normalised per task by the baseline's gain over the warm start
-    (1 = the baseline's mean gain, 0 = the warm start), with stratified bootstrap intervals, and the
-    paired probability of beating the baseline; the performance profiles; and per recipe a sentence on
-    whether its per-task verdicts agree. None when no group spans two tasks or the primary metric is
-    compute_to (a fraction of the budget, not a gain)."""
-    from bench.report import aggregate as A
-
-    groups = task_groups(suite)
-    if not groups or suite.report.threshold is not None:
-        return None
-    runs, ev = per_run(suite, data), finished(data.evals)
-    base = baseline(suite)
-    rows, profiles, sentences = [], [], {}
-    for label, cells in groups:
-        task_of = {c: suite.cell(c).task for c in cells}
-        scores = (runs.filter(pl.col("cell").is_in(cells))
-                  .select(pl.col("cell").replace_strict(task_of).alias("task"), "recipe", "seed",
-                          pl.col("primary").alias("score")))
-        start = (ev.filter(pl.col("cell").is_in(cells) & (pl.col("fraction") == 0))
-                 .group_by(pl.col("cell").replace_strict(task_of).alias("task")).agg(pl.col("acc").mean().alias("start")))
-        how = "baseline_gain"
-        try:
-            norm = A.normalise(scores, base, start=start, how=how)
-        except ValueError:  # the baseline gained nothing on some task: a shared scale needs another anchor
-            how = "minmax"
-            norm = A.normalise(scores, base, how=how)
-        agg = {s: A.aggregate(norm, stat=s) for s in ("iqm", "mean")}
-        for recipe in suite.recipes:
-            iqm, mean = (agg[s].filter(pl.col("recipe") == recipe) for s in ("iqm", "mean"))
-            if not iqm.height:
-                continue
-            p = A.paired_probability_of_improvement(norm, recipe, base) if recipe != base else (math.nan,) * 3
-            rows.append({"group": label, "normalised": how, "recipe": recipe, "tasks": iqm["n_tasks"][0],
-                         "runs": iqm["n_runs"][0], "iqm": iqm["value"][0], "iqm_lo": iqm["lo"][0],
-                         "iqm_hi": iqm["hi"][0], "mean": mean["value"][0], "mean_lo": mean["lo"][0],
-                         "mean_hi": mean["hi"][0], "p_improve": p[0], "p_improve_lo": p[1], "p_improve_hi": p[2]})
-        prof = A.performance_profile(norm, np.linspace(-0.5, 2.0, 26) if how == "baseline_gain" else np.linspace(0, 1, 21))
-        profiles.append(prof.with_columns(pl.lit(label).alias("group")))
-        verdicts = (board.filter(pl.col("cell").is_in(cells))
-                    .select(pl.col("cell").replace_strict(task_of).alias("task"), "recipe", "verdict"))
-        sentences[label] = {r: v["sentence"] for r, v in A.task_verdicts(verdicts, baseline=base).items()}
-    if not rows:
-        return None
-    return pl.DataFrame(rows), pl.concat(profiles), sentences
 
 
 METRICS = ("final", "auc", "plateau")  # per-run accuracy metrics; the primary may add compute_to
@@ -254,7 +87,7 @@ def per_run(suite: Suite, data: Data) -> pl.DataFrame:
                                       "primary": pl.Float64})
 
 
-def _by_seed(runs: pl.DataFrame, cell: str, recipe: str, col: str) -> dict[int, float]:
+def by_seed(runs: pl.DataFrame, cell: str, recipe: str, col: str) -> dict[int, float]:
     r = runs.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
     return dict(zip(r["seed"].to_list(), r[col].to_list()))
 
@@ -282,10 +115,10 @@ def leaderboard(suite: Suite, data: Data) -> pl.DataFrame:
         (pl.col("status") == "missing").sum().alias("missing"))
     rows = []
     for cell in [c.name for c in suite.cells]:
-        ref = _by_seed(runs, cell, base, "primary")
+        ref = by_seed(runs, cell, base, "primary")
         cell_rows = []
         for recipe in suite.cell_recipes(cell):
-            mine = _by_seed(runs, cell, recipe, "primary")
+            mine = by_seed(runs, cell, recipe, "primary")
             r = runs.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
             prim = r["primary"].to_numpy()
             row = {"cell": cell, "recipe": recipe, "primary": rs.primary, "primary_mean": stats.mean(prim)}
@@ -333,145 +166,6 @@ def leaderboard(suite: Suite, data: Data) -> pl.DataFrame:
             .select("cell", "recipe", "n", "expected", "diverged", "failed", "missing", *table.columns[2:])
             .sort(["cell", "primary_mean", "recipe"], descending=[False, rs.higher_is_better, False],
                   nulls_last=True))
-
-
-def power(suite: Suite, data: Data) -> pl.DataFrame:
-    """Per cell and metric (the primary first, then final, auc, plateau): what the comparisons with
-    the baseline could detect. sd_pooled is the root mean of the paired-difference variances over
-    the cell's comparisons; mdd the difference the paired t-test detects with 80% power at
-    α = 0.05 from the cell's seeds with that spread; seeds_for_margin the seeds that would detect
-    [report] margin; decided counts comparisons with Holm-adjusted p < 0.05 or equivalent within
-    ±margin, of `comparisons`."""
-    runs = per_run(suite, data)
-    base = baseline(suite)
-    rs = suite.report
-    rows = []
-    metrics = ["primary"] + [m for m in METRICS if m != rs.primary]
-    for cell in [c.name for c in suite.cells]:
-        ref_by = {m: _by_seed(runs, cell, base, m) for m in metrics}
-        for m in metrics:
-            sds, ns, ps, eqs = [], [], [], []
-            for recipe in suite.cell_recipes(cell):
-                if recipe == base:
-                    continue
-                x, y = stats.paired(_by_seed(runs, cell, recipe, m), ref_by[m])
-                t = stats.paired_t(x, y)
-                ps.append(t.p)
-                eqs.append(stats.equivalent(x, y, rs.margin))
-                if t.n >= 2 and math.isfinite(t.sd):
-                    sds.append(t.sd)
-                    ns.append(t.n)
-            sd = math.sqrt(sum(v * v for v in sds) / len(sds)) if sds else math.nan
-            n = min(ns) if ns else 0
-            found = stats.decide(ps)
-            rows.append({"cell": cell, "metric": rs.primary if m == "primary" else m, "primary": m == "primary",
-                         "seeds": n, "comparisons": len(ps), "sd_pooled": sd, "mdd": stats.paired_mdd(sd, n),
-                         "seeds_for_margin": stats.seeds_needed(rs.margin, sd),
-                         "different": sum(found), "equivalent": sum(e and not f for e, f in zip(eqs, found)),
-                         "undecided": sum(not e and not f for e, f in zip(eqs, found))})
-    return pl.DataFrame(rows, schema={"cell": pl.String, "metric": pl.String, "primary": pl.Boolean,
-                                      "seeds": pl.Int64, "comparisons": pl.Int64, "sd_pooled": pl.Float64,
-                                      "mdd": pl.Float64, "seeds_for_margin": pl.Float64, "different": pl.Int64,
-                                      "equivalent": pl.Int64, "undecided": pl.Int64})
-
-
-def sigmoid_fits(suite: Suite, data: Data) -> pl.DataFrame:
-    """ScaleRL's fit per cell and recipe over the pooled evaluations of its finished seeds.
-
-    R0 is the mean accuracy at compute 0 (the warm start); the fit uses the points with C > 0, and
-    R_max is the highest of them (an asymptote whose upper bound exceeds R_max + stats.A_SLACK is
-    not identified).
-    """
-    ev = finished(data.evals)
-    rows = []
-    for cell in [c.name for c in suite.cells]:
-        for recipe in suite.cell_recipes(cell):
-            g = ev.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
-            r0 = stats.mean(g.filter(pl.col("fraction") == 0)["acc"].to_numpy())
-            pos = g.filter(pl.col("flops") > 0)
-            fit = stats.fit_sigmoid(pos["flops"].to_numpy(), pos["acc"].to_numpy(), r0)
-            # a fit that is not identifiable is ill-conditioned: the points do not determine its values,
-            # so their digits are the optimizer's path, which moves with the CPU's vector math (seen:
-            # A 0.663 on an AMD EPYC, 0.662 on an Intel Xeon, at 3 digits): left out, with their
-            # intervals, and the reason says why
-            row = {"cell": cell, "recipe": recipe, "n_points": fit.n_points, "R0": fit.R0, "R_max": fit.R_max}
-            for name, value, (lo, hi) in (("A", fit.A, fit.A_ci), ("B", fit.B, fit.B_ci), ("C_mid", fit.C_mid, fit.C_mid_ci)):
-                if not fit.identifiable:
-                    value = lo = hi = math.nan
-                row |= {name: _round_sig(value), f"{name}_lo": _round_sig(lo), f"{name}_hi": _round_sig(hi)}
-            rows.append({**row, "identifiable": fit.identifiable, "reason": fit.reason})
-    return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "n_points": pl.Int64, **{
-        k: pl.Float64 for k in ("R0", "R_max", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo",
-                                "C_mid_hi")},
-        "identifiable": pl.Boolean, "reason": pl.String})
-
-
-def _round_sig(x: float, digits: int = 4) -> float:
-    """A least-squares fit's values to 4 significant digits: the optimizer's last digits differ
-    between BLAS builds (seen: B's lower bound -0.154706 here, -0.1547 there), and the report's
-    bytes must not."""
-    if not math.isfinite(x) or x == 0:
-        return x
-    return float(f"{x:.{digits - 1}e}")
-
-
-def length_bias(suite: Suite, data: Data) -> pl.DataFrame:
-    """Per cell, recipe and answer kind (correct / incorrect): the slope of held-out mean length
-    against the fraction of the budget spent (tokens per whole budget, least squares over a run's
-    eval points), and the incorrect − correct gap averaged over those points; means over finished
-    seeds with 95% bootstrap intervals."""
-    ev = finished(data.evals)
-    per = []
-    for (cell, recipe, seed), g in ev.group_by("cell", "recipe", "seed", maintain_order=True):
-        x = g["spent"].to_numpy()
-        c, w = g["len_correct"].to_numpy(), g["len_incorrect"].to_numpy()
-        per.append({"cell": cell, "recipe": recipe, "seed": seed, "slope_correct": stats.linear_slope(x, c),
-                    "slope_incorrect": stats.linear_slope(x, w), "gap": stats.mean(w - c)})
-    per_df = pl.DataFrame(per, schema={"cell": pl.String, "recipe": pl.String, "seed": pl.Int64,
-                                       "slope_correct": pl.Float64, "slope_incorrect": pl.Float64, "gap": pl.Float64})
-    rows = []
-    for cell in [c.name for c in suite.cells]:
-        for recipe in suite.cell_recipes(cell):
-            g = per_df.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
-            row = {"cell": cell, "recipe": recipe, "n": g.height}
-            for col in ("slope_correct", "slope_incorrect", "gap"):
-                v = g[col].to_numpy()
-                row[col] = stats.mean(v)
-                row[f"{col}_lo"], row[f"{col}_hi"] = stats.bootstrap_ci(v)
-            rows.append(row)
-    cols = [f"{c}{s}" for c in ("slope_correct", "slope_incorrect", "gap") for s in ("", "_lo", "_hi")]
-    return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, "n": pl.Int64,
-                                      **{c: pl.Float64 for c in cols}})
-
-
-def grad_weights(suite: Suite, max_new_tokens: int, ref_len: int, lengths: list[int],
-                 data: Data | None = None) -> pl.DataFrame:
-    """Analytic per-token gradient weight of one completion of length L, for each recipe's aggregation.
-
-    The batch is the suite's rollout batch (prompts_per_step × group_size rows); every other row
-    has length ref_len. The loss is Σ_i w_i Σ_t ℓ_{i,t}, so a token of row i gets weight w_i
-    (algorithms.aggregation); it is reported relative to token_mean at L = ref_len (1/N), so 1
-    means "as much as an average token under token_mean". The advantage's own scale is left out.
-    """
-    import torch
-
-    P, G = suite.train.prompts_per_step, suite.train.group_size
-    B = P * G
-    group = torch.arange(P).repeat_interleave(G)
-    rows = []
-    for recipe in suite.recipes:
-        agg = run_config(suite, data, suite.cells[0].name, recipe).recipe.aggregation
-        for L in lengths:
-            T = max(L, ref_len)
-            mask = torch.zeros(B, T, dtype=torch.float64)
-            mask[:, :ref_len] = 1.0
-            mask[0] = 0.0
-            mask[0, :L] = 1.0
-            w = agg.weights(mask, group, max_new_tokens)
-            rows.append({"recipe": recipe, "aggregation": agg.mode, "length": L,
-                         "weight": float(w[0]) * B * ref_len, "seq_weight": float(w[0]) * B * ref_len * L})
-    return pl.DataFrame(rows, schema={"recipe": pl.String, "aggregation": pl.String, "length": pl.Int64,
-                                      "weight": pl.Float64, "seq_weight": pl.Float64})
 
 
 def group_metrics(group: str) -> dict[str, str]:
@@ -550,48 +244,6 @@ def step_summary(suite: Suite, data: Data, columns: dict[str, str]) -> pl.DataFr
     return pl.DataFrame(rows, schema={"cell": pl.String, "recipe": pl.String, **{k: pl.Float64 for k in columns}})
 
 
-def recipe_diffs(suite: Suite, data: Data | None = None) -> pl.DataFrame:
-    """Each recipe's parts (suite overrides applied) as field-by-field differences from the baseline's.
-
-    Training settings overridden per recipe (train.*) are included with a `train.` prefix."""
-    base = baseline(suite)
-    cell = suite.cells[0].name
-    ref = run_config(suite, data, cell, base)
-    ref_train = flatten(ref.to_dict()["train"])
-    rows = []
-    for recipe in suite.recipes:
-        cfg = run_config(suite, data, cell, recipe)
-        if recipe != base:
-            for k, (mine, theirs) in cfg.recipe.diff(ref.recipe).items():
-                rows.append({"recipe": recipe, "field": k, "baseline": _show(theirs), "value": _show(mine)})
-        train = flatten(cfg.to_dict()["train"])
-        for k in sorted(train.keys() | ref_train.keys()):
-            if train.get(k) != ref_train.get(k):
-                rows.append({"recipe": recipe, "field": f"train.{k}", "baseline": _show(ref_train.get(k)),
-                             "value": _show(train.get(k))})
-    return pl.DataFrame(rows, schema={"recipe": pl.String, "field": pl.String, "baseline": pl.String,
-                                      "value": pl.String})
-
-
-def _show(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return format(v, "g")
-    return str(v)
-
-
-def problems(data: Data) -> pl.DataFrame:
-    """Expected runs without a finished record: diverged, failed and missing, never dropped silently."""
-    return (data.runs.filter(pl.col("status") != "finished")
-            .select("cell", "recipe", "seed", "run_id", "status", "steps_done", "spent", "reason"))
-
-
-def runs_table(data: Data) -> pl.DataFrame:
-    """Every expected run with its status (the manifest's run ids)."""
-    return data.runs.select("cell", "recipe", "seed", "run_id", "status", "steps_done", "spent", "reason")
-
-
 def curve_frame(data: Data, value_cols: list[str], frame: str = "steps") -> pl.DataFrame:
     """Finished runs' curves in long form (cell, recipe, seed, x, metric, value) for the figures."""
     df = finished(getattr(data, frame))
@@ -599,7 +251,6 @@ def curve_frame(data: Data, value_cols: list[str], frame: str = "steps") -> pl.D
     return (df.select("cell", "recipe", "rank", "seed", pl.col(x).alias("x"), "flops", *value_cols)
             .unpivot(index=["cell", "recipe", "rank", "seed", "x", "flops"], variable_name="metric")
             .with_columns(pl.col("value").fill_nan(None)))
-
 
 
 CLAIM_VERDICTS = ("reproduced", "contradicted", "undecided")
@@ -620,7 +271,7 @@ def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, 
     or its least-squares slope against the fraction of the budget spent, over those bins (slope:, the
     change per whole budget: what a claim about growth tests)."""
     if metric in METRICS:
-        return _by_seed(runs, cell, recipe, metric)
+        return by_seed(runs, cell, recipe, metric)
     if metric.startswith("auc_to:"):
         x = float(metric.removeprefix("auc_to:"))
         g = evals.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
@@ -847,7 +498,7 @@ def scales(suite: Suite, data: Data, board: pl.DataFrame | None = None) -> pl.Da
 
 def _paired_diffs(runs: pl.DataFrame, cell: str, recipe: str, base: str) -> np.ndarray:
     """Per-seed recipe − baseline on the primary metric in one cell (the seeds both finished)."""
-    x, y = stats.paired(_by_seed(runs, cell, recipe, "primary"), _by_seed(runs, cell, base, "primary"))
+    x, y = stats.paired(by_seed(runs, cell, recipe, "primary"), by_seed(runs, cell, base, "primary"))
     return x - y
 
 

@@ -8,7 +8,7 @@ import pytest
 import algorithms
 from bench import suite as suites
 from bench.engine.trainer import Trainer
-from bench.report.tables import recipe_diffs
+from bench.report.sections.recipes import recipe_diffs
 from bench.tune import space as spaces
 from bench.tune.settings import TuneSettings
 from bench.tune.study import plan

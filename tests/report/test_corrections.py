@@ -13,7 +13,7 @@ import pytest
 from bench import report, results
 from bench import suite as suites
 from bench.report import data as report_data
-from bench.report import sections as S
+from bench.report.sections.leaderboard import margin_spread
 from bench.report import stats
 from bench.report import tables as T
 
@@ -60,7 +60,7 @@ def test_published_p_improve_is_the_paired_share_of_seeds(addition_format):
     runs = T.per_run(s, d)
     board = csv("addition-format", "leaderboard").filter(pl.col("verdict") != "baseline")
     for r in board.iter_rows(named=True):
-        mine, ref = (T._by_seed(runs, r["cell"], who, "primary") for who in (r["recipe"], "grpo"))
+        mine, ref = (T.by_seed(runs, r["cell"], who, "primary") for who in (r["recipe"], "grpo"))
         seeds = sorted(mine.keys() & ref.keys())
         wins = sum(1.0 if mine[k] > ref[k] else 0.5 if mine[k] == ref[k] else 0.0 for k in seeds)
         assert r["p_improve"] == pytest.approx(wins / len(seeds), abs=1e-6), r["recipe"]
@@ -78,7 +78,7 @@ def test_math_smalls_p_improve_is_the_paired_share_and_its_plateau_is_not_final(
     runs = T.per_run(s, report_data.load(s, REPORTS / "math-small" / "data"))
     board = csv("math-small", "leaderboard")
     for r in board.filter(pl.col("verdict") != "baseline").iter_rows(named=True):
-        mine, ref = (T._by_seed(runs, r["cell"], who, "primary") for who in (r["recipe"], "grpo"))
+        mine, ref = (T.by_seed(runs, r["cell"], who, "primary") for who in (r["recipe"], "grpo"))
         seeds = sorted(mine.keys() & ref.keys())
         wins = sum(1.0 if mine[k] > ref[k] else 0.5 if mine[k] == ref[k] else 0.0 for k in seeds)
         assert r["p_improve"] == pytest.approx(wins / len(seeds), abs=1e-6), (r["cell"], r["recipe"])
@@ -215,13 +215,13 @@ def _ctx(rows: list[tuple[str, float, str, int]], margin: float = 0.02):
 def test_margin_spread_warns_when_the_window_covers_the_field():
     narrow = _ctx([("a", 0.52, "equivalent", 10), ("grpo", 0.51, "baseline", 10), ("b", 0.50, "undecided", 10),
                    ("ppo", 0.35, "worse", 10)])
-    m = S.margin_spread(narrow, "c")
+    m = margin_spread(narrow, "c")
     assert m["all"] == (0.35, 0.52) and m["field"] == (0.50, 0.52) and m["n_field"] == 3
     assert m["within"] == ["a", "b"] and m["warn"]  # a 0.04-wide window over a 0.02 spread
     wide = _ctx([("a", 0.58, "equivalent", 10), ("grpo", 0.51, "baseline", 10), ("b", 0.47, "undecided", 10)])
-    assert not S.margin_spread(wide, "c")["warn"]  # the field spans 0.11
+    assert not margin_spread(wide, "c")["warn"]  # the field spans 0.11
     one_seed = _ctx([("a", 0.52, "undecided", 1), ("grpo", 0.51, "baseline", 1), ("b", 0.50, "undecided", 1)])
-    assert not S.margin_spread(one_seed, "c")["warn"]  # nothing can be called equivalent from one seed
+    assert not margin_spread(one_seed, "c")["warn"]  # nothing can be called equivalent from one seed
 
 
 def test_published_report_shows_the_margin_against_the_spread():

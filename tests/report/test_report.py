@@ -9,7 +9,7 @@ import pytest
 from bench import report
 from bench.cli import main
 from bench.report import data as report_data
-from bench.report import tables
+from bench.report.sections.length import grad_weights
 
 SECTIONS = ["Summary", "Leaderboard", "Skill, sharpening or collapse",
             "Power: what this suite can decide", "Accuracy against compute", "Sigmoid fit (ScaleRL)",
@@ -123,7 +123,7 @@ def test_length_bias_clipping_and_weights(tiny, built):
     md = (built / "report.md").read_text()
     assert "Zero by construction: grpo, dapo make one optimizer update per rollout batch" in md
     # analytic aggregation weights: 16 × 8 rows, others of length 10 (relative to token_mean there)
-    w = tables.grad_weights(s, 24, 10, [5, 10, 20])
+    w = grad_weights(s, 24, 10, [5, 10, 20])
     get = {(r["recipe"], r["length"]): r["weight"] for r in w.iter_rows(named=True)}
     assert get[("grpo", 10)] == pytest.approx(1.0) and get[("grpo", 20)] == pytest.approx(0.5)
     assert get[("grpo", 5)] == pytest.approx(2.0)

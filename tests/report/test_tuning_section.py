@@ -155,7 +155,7 @@ def moved(tuned_dir, results_dir):
     s = suites.load(tuned_dir / "tune-test.toml")
     assert s.tuned_from is not None
     ctx = context(s, results_dir("moved", TUNED_MOVES))
-    return ctx, S.tuning(ctx)
+    return ctx, S.blocks("tuning", ctx)
 
 
 def test_tuning_csv_has_one_row_per_trial_run_and_a_column_per_parameter(moved):
@@ -243,7 +243,7 @@ def test_defaults_beside_tuned_say_which_recipes_move(moved):
 def test_defaults_beside_tuned_say_when_the_ranking_is_unchanged(tuned_dir, results_dir):
     s = suites.load(tuned_dir / "tune-test.toml")
     ctx = context(s, results_dir("holds", TUNED_HOLDS))
-    said = [t for t in texts(S.tuning(ctx)) if t.startswith("addition/nano: the ranking")]
+    said = [t for t in texts(S.blocks("tuning", ctx)) if t.startswith("addition/nano: the ranking")]
     assert len(said) == 1
     assert said[0].startswith("addition/nano: the ranking by final is unchanged from defaults to tuned settings: "
                               "dapo, grpo, rloo.")
@@ -253,7 +253,7 @@ def test_defaults_beside_tuned_say_when_the_ranking_is_unchanged(tuned_dir, resu
 def test_missing_default_runs_are_said_plainly(tuned_dir, results_dir):
     s = suites.load(tuned_dir / "tune-test.toml")
     ctx = context(s, results_dir("no-defaults", TUNED_MOVES, defaults=False))
-    said = texts(S.tuning(ctx))
+    said = texts(S.blocks("tuning", ctx))
     assert said[-1].startswith("The 6 runs of the suite at its defaults are missing from this results directory, so the "
                                "leaderboards at defaults and at tuned settings cannot be compared here")
     assert "tuned_vs_default" not in ctx.tables and "tuning" in ctx.tables
@@ -266,7 +266,7 @@ def test_results_tuned_file_pairs_the_defaults_with_the_tuned_runs(tuned_dir, re
     (root / "tuned").mkdir(exist_ok=True)
     (root / "tuned" / "tune-test.toml").write_text(TUNED)
     ctx = context(plain, root)
-    S.tuning(ctx)
+    S.blocks("tuning", ctx)
     assert ctx.tables["tuned_vs_default"].select("recipe", "rank_default", "rank_tuned").rows() == [
         ("grpo", 2, 1), ("dapo", 1, 2), ("rloo", 3, 3)]
 
@@ -274,7 +274,7 @@ def test_results_tuned_file_pairs_the_defaults_with_the_tuned_runs(tuned_dir, re
 def test_a_suite_without_trials_keeps_its_paragraph(tiny):
     s, root, _ = tiny
     ctx = context(s, root)
-    assert S.tuning(ctx) == [Heading(2, "Tuning"), Para(
+    assert S.blocks("tuning", ctx) == [Heading(2, "Tuning"), Para(
         "No `bench tune` trials are recorded for this suite: every recipe ran at the suite's own settings (its "
         "defaults and `[overrides]`). A comparison at tuned settings needs `bench tune tiny --all` (the same trials "
         "and per-trial budget for every recipe), then `bench suite tiny --tuned`.")]
@@ -367,7 +367,7 @@ def test_clipping_off_checks_the_ranking_against_the_clipped_twin(tmp_path, fake
         regime = cfg.tags["regime"]
         finals = CLIP_FINALS["clip" if regime == "clip" else case]
         write(root, cfg, fake_runs.meta, noisy(finals[cfg.recipe.name], cfg.recipe.name, cfg.seed))
-    said = texts(S.clipping(context(s, root)))
+    said = texts(S.blocks("clipping", context(s, root)))
     assert any(t.endswith("optimiser in effect; whether the ranking holds with clipping off is checked below.")
                for t in said)
     check = next(t for t in said if t.startswith("Clipping off"))
@@ -381,7 +381,7 @@ def test_clipping_off_checks_the_ranking_against_the_clipped_twin(tmp_path, fake
 
     # the same runs read by a suite without the clip-off cell: the old sentence, no check
     plain = clip_suite(tmp_path, "cliponly", "[regimes.clip]")
-    said = texts(S.clipping(context(plain, root)))
+    said = texts(S.blocks("clipping", context(plain, root)))
     assert any(t.endswith("optimiser in effect; whether a ranking holds with clipping off is not tested here.")
                for t in said)
     assert not any(t.startswith("Clipping off") for t in said)
@@ -394,7 +394,7 @@ def test_a_cell_with_the_clip_off_is_not_counted_as_binding(tmp_path, fake_runs)
     root = tmp_path / "results"
     for cfg in s.expand():
         write(root, cfg, fake_runs.meta, noisy(CLIP_FINALS["clip"][cfg.recipe.name], cfg.recipe.name, cfg.seed), norm=0.5)
-    said = texts(S.clipping(context(s, root)))
+    said = texts(S.blocks("clipping", context(s, root)))
     assert any(t.endswith("It binds on at most half the steps of every recipe.") for t in said), said
     assert not any("binds on most steps" in t for t in said)
 
@@ -404,7 +404,7 @@ def test_lr_robustness_names_each_recipes_cell_when_several_cells_were_tuned():
     once per cell, with the cell (it read 'grpo, dr_grpo, dapo, gspo, grpo, dapo' before)."""
     root = Path(__file__).resolve().parents[2] / "reports" / "math-small" / "data"
     s = suites.load("math-small")
-    text = next(t for t in texts(S.tuning(context(s, root))) if t.startswith("lr robustness"))
+    text = next(t for t in texts(S.blocks("tuning", context(s, root))) if t.startswith("lr robustness"))
     edge = text[text.index("The range of "):]
     assert "grpo (addition/nano/on_policy)" in edge and "grpo (gcd/nano/warmstarts3)" in edge
     assert "dr_grpo (gcd/nano/warmstarts3)" not in edge  # its range [1e-4, 2e-4] is inside the grid

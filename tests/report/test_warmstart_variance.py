@@ -6,7 +6,7 @@ import pytest
 
 from bench import report, results
 from bench import suite as suites
-from bench.report.tables import between_share
+from bench.report.sections.power import between_share
 
 TOML = """
 recipes = ["grpo", "dapo"]

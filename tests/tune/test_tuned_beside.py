@@ -3,7 +3,7 @@ applies them, `--defaults` ignores them, and the report's Summary says which it 
 import pytest
 
 from bench import suite as suites
-from bench.report.sections import _settings_text
+from bench.report.sections.summary import settings_text
 
 SUITE = """recipes = ["grpo", "dapo"]
 seeds = 2
@@ -31,9 +31,9 @@ def test_the_committed_tuned_file_is_applied_by_load(suite_dir):
     assert default_lr != 3e-4 and plain.tuned_from is None
     dapo = s.run_config(s.cells[0], "dapo", 0)
     assert dapo.train.lr == default_lr and "tuned" not in dapo.tags
-    text = _settings_text(s)
+    text = settings_text(s)
     assert "**tuned**" in text and "suites/tuned/mine.toml, committed beside the suite" in text and "grpo" in text
-    assert "untuned" in _settings_text(plain)
+    assert "untuned" in settings_text(plain)
 
 
 def test_a_bad_committed_tuned_file_names_itself(suite_dir):
