@@ -83,3 +83,24 @@ def test_trackio_local_run_has_every_step_scalar(bench_cache, tmp_path):
     check_history(history, pl.read_parquet(res.path / "steps.parquet"))
     assert SQLiteStorage.get_run_config("grpo-bench", trackers.run_name(cfg))["recipe"]["type"] == "recipe"
 
+
+
+def test_bench_run_report_to_wandb_writes_its_run_offline(bench_cache, tmp_path):
+    """The command a user types: `bench run ... --report-to wandb` leaves one offline run under the results
+    directory holding the run's step scalars."""
+    pytest.importorskip("wandb", reason="wandb is in the interop extra: make test-interop")
+    from bench import cli
+
+    sets = ["task_params.difficulty=easy", "warmstart.steps=300", "warmstart.eval_examples=20", "train.prompts_per_step=4",
+            "train.group_size=4",
+            "train.micro_batch_size=8", "eval.every=0.5", "eval.n_examples=8", "eval.k=2"]
+    rc = cli.main(["run", "--recipe", "grpo", "--task", "addition", "--scale", "nano", "--budget", "2steps",
+                   "--results", str(tmp_path), "--report-to", "wandb",
+                   *[a for s in sets for a in ("--set", s)]])
+    assert rc == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    files = list((tmp_path / "wandb").glob(f"offline-run-*-{run_dir.name}/run-{run_dir.name}.wandb"))
+    assert len(files) == 1
+    history = wandb_history(files[0])
+    steps = pl.read_parquet(run_dir / "steps.parquet")
+    assert [history[s]["reward/mean"] for s in steps["step"].to_list()] == steps["reward/mean"].to_list()
