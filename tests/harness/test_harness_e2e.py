@@ -8,6 +8,7 @@ the tables can be compared exactly (apart from time/* columns: wall-clock differ
 """
 import contextlib
 import io
+import math
 import os
 import re
 import shutil
@@ -53,12 +54,46 @@ def tables(root: Path) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
             for rid in t["runs"].collect()["run_id"]}
 
 
-def assert_same_tables(a: Path, b: Path) -> None:
+SAMPLER_KL = ("eval/kl_k1", "eval/kl_k3")  # read the sampler's own log-probs (bench.engine.evaluate.kl_to_reference)
+
+
+def sampler_kl_atol() -> tuple[float, float]:
+    """Bounds on how far a stacked suite's eval/kl_k1 and kl_k3 may lie from the runs alone: a stack's
+    sampler decodes its replicas in one batched call, whose shapes differ from a run alone's, so each
+    token's log π (and the reference's log π_ref, scored beside the others) rounds differently, by at
+    most reorder_atol(max(1, |log π|), forward_terms) each (tests/fp32.py), over the smoke scale's
+    longest sequence. Per token u = log π_ref − log π moves by 2 such bounds in each run, 4 between them,
+    and k1 (the token mean of −u) by as much at the tokens' mean |log π|, which for tokens drawn from
+    the policy is its entropy, ≤ log V: we allow 4·log V. k3 = e^u − 1 − u ≈ u²/2 moves by |u|·Δu,
+    far less, plus the float32 evaluation of e^u − 1 at |u| ≪ 1: a few ulps of 1 per token."""
+    from types import SimpleNamespace
+    from tests.fp32 import U, forward_terms, reorder_atol
+    from bench.models import scales
+    from bench.models.tokenization import char_tokenizer
+
+    s = scales.get(SMOKE.expand()[0].scale)
+    vocab = len(char_tokenizer())
+    config = SimpleNamespace(hidden_size=s.hidden, num_hidden_layers=s.layers, num_attention_heads=s.heads,
+                             intermediate_size=4 * s.hidden, vocab_size=vocab)
+    token = 4 * reorder_atol(max(1.0, 4 * math.log(vocab)), forward_terms(config, s.max_positions))
+    return token, token * token + 4 * U
+
+
+def assert_same_tables(a: Path, b: Path, sampler_kl_rounds: bool = False) -> None:
+    """Every step and evaluation equal; with `sampler_kl_rounds` (a stacked suite), the evaluation's
+    sampler KL within the rounding bound of sampler_kl_atol and every other column equal."""
     ta, tb = tables(a), tables(b)
     assert sorted(ta) == sorted(tb) == sorted(c.run_id for c in SMOKE.expand())
+    k1_atol, k3_atol = sampler_kl_atol()
     for rid in ta:
         assert ta[rid][0].equals(tb[rid][0]), f"steps differ for {rid}"
-        assert ta[rid][1].equals(tb[rid][1]), f"evals differ for {rid}"
+        ea, eb = ta[rid][1], tb[rid][1]
+        if sampler_kl_rounds:
+            for col, atol in zip(SAMPLER_KL, (k1_atol, k3_atol)):
+                d = (ea[col] - eb[col]).abs()
+                assert (d <= atol).all() and ea[col].is_nan().equals(eb[col].is_nan()), (rid, col, d.to_list(), atol)
+            ea, eb = ea.drop(SAMPLER_KL), eb.drop(SAMPLER_KL)
+        assert ea.equals(eb), f"evals differ for {rid}"
 
 
 def assert_one_record_set_per_run(root: Path) -> None:
@@ -224,12 +259,14 @@ def test_ray_executor_gives_the_local_tables(reference, tmp_path):
     assert_same_tables(root, reference[0])
 
 
-# issue 27: `--stack 2` trains the two seeds of each recipe as one stack in one worker; with the
-# looped ops (the default until the stacked ones are the default) every record is the run alone's
+# issue 27: `--stack 2` trains the two seeds of each recipe as one stack in one worker. With the
+# stacked ops (the default) every step and evaluation is the run alone's, bitwise, apart from the
+# evaluation's sampler KL: the batched sampler's log-probs round differently (CI on a fresh clone
+# caught the bitwise check failing there)
 def test_stacked_suite_gives_the_local_tables(reference, tmp_path):
     root = tmp_path / "results"
     p = bench("suite", "smoke", *COMMON, "--stack", "2", "--results", str(root), cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "stacks of up to 2 runs" in p.stdout
     assert_one_record_set_per_run(root)
-    assert_same_tables(root, reference[0])
+    assert_same_tables(root, reference[0], sampler_kl_rounds=True)
