@@ -166,14 +166,13 @@ def _verdict_agreement(pub: str, new: str, diff_pub: float, diff_new: float, mdd
 def compare(suite, published_root: Path, rerun_root: Path, cells: list[str]) -> VerdictCheck:
     """The published runs (results root `published_root`, e.g. REPORT/data) against the reruns
     (`rerun_root`) in `cells` of `suite`, with the report's statistics."""
-    from dataclasses import replace
 
     from bench.report import coverage
     from bench.report import data as report_data
     from bench.report import stats
     from bench.report.tables import baseline, leaderboard, per_run
 
-    sub = replace(suite, cells=tuple(c for c in suite.cells if c.name in cells))
+    sub = suite.replace(cells=tuple(c for c in suite.cells if c.name in cells))
     margin = sub.report.margin
     check = VerdictCheck(cells=list(cells), margin=margin)
     sides = {}

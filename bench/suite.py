@@ -72,7 +72,8 @@ may change only the recipe and its training settings, so comparisons stay matche
 are bench.config's typed sections (`SuiteFile` is the file's schema), so a type or range error
 reads like any other config error; names are then checked against the registries. Errors name
 the file, the key and the valid choices. Overrides (and tuned values) are deep merges of tables
-on each run's config, validated once.
+on each run's config, validated once. The validated `Suite` derives from `SuiteFile`: a suite field
+is declared once, there, and read on the Suite (`suite.train`); see `Suite` for the few it resolves.
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ import difflib
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
@@ -118,7 +119,8 @@ Names = Annotated[list[str], BeforeValidator(_one_or_many), Field(min_length=1)]
 
 
 class SuiteFile(Section):
-    """The schema of a suite file; names are checked against the registries in `from_dict`."""
+    """The schema of a suite file, where each suite field is declared once (`Suite` derives from it);
+    names are checked against the registries in `from_dict`."""
 
     WHERE: ClassVar[str] = ""
     recipes: Names
@@ -199,31 +201,31 @@ class Variant:
     changes: dict[str, tuple]  # field path -> (the base's value, the variant's)
 
 
-@dataclass(frozen=True)
-class Suite:
-    name: str
+# SuiteFile's fields that Suite declares again, in their validated form (every other field it inherits)
+RESOLVED = ("recipes", "seeds", "overrides", "regimes", "claims", "variants")
+
+
+class Suite(SuiteFile):
+    """A validated suite: the file's fields (SuiteFile's, read here as validated) and what validation
+    makes of them. A suite field is declared once, on SuiteFile; only a field whose validated form
+    differs from the file's is declared again here, with that form (RESOLVED), and a field that exists
+    only after validation is added below them. tests/harness/test_suite_model.py fails on drift.
+    Build one with `load` or `from_dict`; `suite.replace(...)` is a copy whose fields are type-checked again."""
+
+    # the file's fields in their validated form (SuiteFile declares them as written)
+    recipes: tuple[str, ...]  # file: entries replaced by the names of their variants
+    seeds: tuple[Seed, ...]
+    overrides: dict[str, dict] = {}  # recipe -> nested tables merged into its runs (the file's dotted paths)
+    regimes: tuple[Regime, ...] = ()  # in file order, each named by its table's key
+    claims: tuple[Claim, ...] = ()  # in file order, each named by its table's key
+    variants: dict[str, Variant] = {}  # NAME -> the recipe its table builds, bases first
+    # what only validation makes
+    name: str  # the file's stem
     path: Path
-    recipes: tuple[str, ...]
-    seeds: tuple[int, ...]
-    cells: tuple[Cell, ...]
-    task_params: dict[str, dict] = field(default_factory=dict)
-    train: TrainConfig = TrainConfig()
-    eval: EvalSchedule = EvalSchedule()
-    warmstart: WarmStartConfig = WarmStartConfig()
-    rewards: dict = field(default_factory=lambda: dict(reward_fns.DEFAULT))  # reward function -> weight
-    overrides: dict[str, dict] = field(default_factory=dict)  # recipe -> nested tables merged into its runs
-    device: str = "cpu"
-    rollout: RolloutConfig = RolloutConfig()
-    resources: Resources = Resources()
-    description: str = ""
-    tune: dict = field(default_factory=dict)  # the [tune] table, validated by bench.tune when it tunes
-    regimes: tuple[Regime, ...] = ()
-    report: ReportSettings = ReportSettings()
-    claims: tuple[Claim, ...] = ()
+    cells: tuple[Cell, ...]  # tasks × scales (× regimes), each with its budget and lr
     # (cell name, recipe) -> {dotted path: value}: tuned values (`bench suite --tuned`), applied last
-    cell_overrides: dict[tuple[str, str], dict] = field(default_factory=dict)
+    cell_overrides: dict[tuple[str, str], dict] = {}
     tuned_from: Path | None = None  # the tuned settings file applied (suites/tuned/NAME.toml or --tuned-file)
-    variants: dict[str, Variant] = field(default_factory=dict)
 
     def recipe(self, name: str) -> algorithms.Recipe:
         """A recipe of the suite by name: one of its variants, else the registry's."""
@@ -460,11 +462,10 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
                           "every recipe alike")
         overrides[recipe] = patch
 
-    suite = Suite(name=path.stem, path=path, recipes=tuple(f.recipes), seeds=tuple(f.seeds),
-                  cells=tuple(_cells(f, regimes, err)), task_params=f.task_params, overrides=overrides, device=f.device,
-                  rollout=f.rollout, resources=f.resources, description=f.description, tune=f.tune,
-                  regimes=tuple(regimes), report=f.report, train=f.train, eval=f.eval, warmstart=f.warmstart,
-                  rewards=f.rewards, variants=variants)
+    # every field of the file as validated, the resolved ones in their Suite form (claims: below, from the suite)
+    suite = Suite(**{**dict(f), "recipes": tuple(f.recipes), "seeds": tuple(f.seeds), "overrides": overrides,
+                     "regimes": tuple(regimes), "claims": (), "variants": variants},
+                  name=path.stem, path=path, cells=tuple(_cells(f, regimes, err)))
     claims = []
     for name, table in f.claims.items():  # in file order
         if not isinstance(table, dict):
@@ -513,7 +514,7 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
                 raise err(f"claims.{name}.mechanism", f"got {c.mechanism!r}; expected {why}")
         claims.append(c)
     if claims:
-        suite = dataclasses.replace(suite, claims=tuple(claims))
+        suite = suite.replace(claims=tuple(claims))
     for recipe in overrides:  # build the runs once: bad override paths and values fail here, not in a worker
         for cell in (c for c in suite.cells if recipe in suite.cell_recipes(c)):
             try:
@@ -688,7 +689,7 @@ def apply_tuned(suite: Suite, path: Path) -> Suite:
             raise ConfigError(f"{path}: {unknown('cell', cell, cells)} (in suite {suite.name})")
         for c in ([cell] if cell else cells):
             per[(c, recipe)] = {**per.get((c, recipe), {}), **values}
-    tuned = dataclasses.replace(suite, cell_overrides=per, tuned_from=path)
+    tuned = suite.replace(cell_overrides=per, tuned_from=path)
     for (c, recipe), values in per.items():  # bad paths or values fail here, before any run
         cell = next(x for x in suite.cells if x.name == c)
         if cell.regime:  # the regime's settings are applied last, so a tuned value for them would never act

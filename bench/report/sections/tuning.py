@@ -4,7 +4,6 @@ directory and the suite's two expansions.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import polars as pl
 
@@ -59,7 +58,7 @@ def _settings_pair(ctx: Context) -> tuple[Suite, Suite] | None:
 
     su = ctx.suite
     if su.tuned_from is not None:
-        return replace(su, cell_overrides={}, tuned_from=None), su
+        return su.replace(cell_overrides={}, tuned_from=None), su
     path = tuned.default_path(ctx.root, su.name)
     return (su, tuned.apply(su, path)) if path.is_file() else None
 
