@@ -245,8 +245,8 @@ def _run_locked(args: argparse.Namespace, cfg, root: Path) -> int:
     from bench import results
     from bench.config import Regime
     from bench.engine import checkpoint, trackers
-    from bench.engine.trainer import Trainer
     from bench.harness.locks import remove_temp, run_lock
+    from bench.harness.worker import trainer as make_trainer
 
     with run_lock(root, cfg.run_id, wait=False) as held:  # the same lock `bench suite` workers take
         if not held:
@@ -281,9 +281,9 @@ def _run_locked(args: argparse.Namespace, cfg, root: Path) -> int:
         live = results.live_dir(root, cfg.run_id)
         print(f"live rows: {live}/steps.jsonl, evals.jsonl, samples.jsonl"
               + (f"; a checkpoint every {every} step(s) in {live}" if every else ""))
-        trainer = Trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
-                          save_checkpoint=args.save_checkpoint, callbacks=trackers.make(args.report_to),
-                          checkpoint_every=every, resume=args.resume)
+        trainer = make_trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
+                               save_checkpoint=args.save_checkpoint, callbacks=trackers.make(args.report_to),
+                               checkpoint_every=every, resume=args.resume)
         try:
             res = trainer.run()
         except Exception as e:  # noqa: BLE001  the trainer wrote a `failed` record with the traceback

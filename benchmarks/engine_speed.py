@@ -188,14 +188,14 @@ def bench_scale(scale_name: str, task, n_prompts: int, group: int, max_new: int,
 
 # ---------------------------------------------------------------------------- 3
 def bench_rl(args, scale: str, root: Path, log) -> dict:
-    from bench.engine.trainer import Trainer
+    from bench.harness.worker import trainer as make_trainer
 
     train = TrainConfig(prompts_per_step=args.rl_prompts, group_size=args.rl_group, max_new_tokens=args.rl_max_new)
     ws = WarmStartConfig(steps=args.warmstart_steps)
     cfg = RunConfig(recipe=algorithms.get("grpo"), task=args.task, scale=scale,
                     budget=Budget(value=args.rl_steps + 1, kind="steps"), train=train, warmstart=ws,
                     threads=args.threads)
-    trainer = Trainer(cfg, root=root / "results", log=log)
+    trainer = make_trainer(cfg, root=root / "results", log=log)
     log(f"  grpo step {scale}: warm start {args.task}/{scale} ({ws.resolve(args.task, scale).steps} SFT steps "
         "unless cached) ...")
     t0 = time.perf_counter()
@@ -238,8 +238,7 @@ def bench_rl(args, scale: str, root: Path, log) -> dict:
 def bench_stacked(args, scale: str, root: Path, log) -> list[dict]:
     """Part 4: per R, R whole runs one at a time and as one stack (see the module docstring)."""
     from bench.config import EvalSchedule
-    from bench.engine.stack import run_stack
-    from bench.engine.trainer import Trainer
+    from bench.harness.worker import stack, trainer
 
     on_gpu = args.device != "cpu"
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
@@ -252,7 +251,7 @@ def bench_stacked(args, scale: str, root: Path, log) -> list[dict]:
                           warmstart=WarmStartConfig(steps=args.warmstart_steps), threads=args.threads,
                           device=args.device) for s in range(R)]
 
-    Trainer(cfgs(1)[0], root=root / "stack-warmup").run()  # trains the warm start into the cache, untimed
+    trainer(cfgs(1)[0], root=root / "stack-warmup").run()  # trains the warm start into the cache, untimed
     out = []
     for R in [int(r) for r in args.stack_replicas.split(",") if r]:
         timed: dict[str, tuple[float, float]] = {}
@@ -261,9 +260,9 @@ def bench_stacked(args, scale: str, root: Path, log) -> list[dict]:
             sync()
             c0, t0 = time.process_time(), time.perf_counter()
             if side == "single":
-                res = [Trainer(c, root=where).run() for c in cfgs(R)]
+                res = [trainer(c, root=where).run() for c in cfgs(R)]
             else:
-                res = run_stack(cfgs(R), where).results
+                res = stack(cfgs(R), where).results
             sync()
             timed[side] = (time.process_time() - c0, time.perf_counter() - t0)
             bad = [r for r in res if isinstance(r, BaseException) or r.status != "finished"]

@@ -51,7 +51,7 @@ def main() -> int:
     from bench import models, tasks
     from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
     from bench.engine.ledger import Ledger
-    from bench.engine.trainer import Trainer
+    from bench.harness.worker import trainer
     from bench.warmstart import WarmStartConfig, warm_start
 
     report: dict = {"torch": torch.__version__, "device": args.device}
@@ -105,7 +105,7 @@ def main() -> int:
                 eval=EvalSchedule(every=1.0, n_examples=200, k=0), warmstart=wcfg, device=args.device)
             out = Path(tempfile.mkdtemp(prefix="gpu-check-results-"))
             t = time.perf_counter()
-            res = Trainer(cfg, root=out).run()
+            res = trainer(cfg, root=out).run()
             wall = time.perf_counter() - t
             import polars as pl
 

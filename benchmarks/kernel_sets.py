@@ -153,13 +153,13 @@ def _steps(warm: Path, root: Path, steps: int) -> tuple[str, list[float], list[f
 
     import algorithms
     from bench.config import Budget, RunConfig, TrainConfig, WarmStartConfig
-    from bench.engine.trainer import Trainer
+    from bench.harness.worker import trainer as make_trainer
 
     # the warm start as a local model directory (the same weights in every child, whatever its ISA:
     # the cache key of a warm start names a non-AVX2 ISA); kl_metrics as a built-in scale has them
     cfg = RunConfig(recipe=algorithms.get("grpo"), task=TASK, scale=str(warm), budget=Budget(value=steps, kind="steps"),
                     train=TrainConfig(kl_metrics=True), warmstart=WarmStartConfig(steps=0), threads=1)
-    trainer = Trainer(cfg, root=root)
+    trainer = make_trainer(cfg, root=root)
     trainer._setup()
     cpu, wall, lens, rows = [], [], [], []
     for step in range(1, steps + 1):

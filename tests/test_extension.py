@@ -13,7 +13,7 @@ import algorithms
 from algorithms import metrics, parts, registry
 from algorithms.objectives import PPOClip, token_mean
 from bench import report, suite as suites
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 
 METRIC = "policy/throwaway_logp"
 SUITE = """
@@ -81,7 +81,7 @@ def test_a_throwaway_recipe_and_metric_train_and_reach_the_report(throwaway, tmp
     root = tmp_path / "results"
     torch.manual_seed(0)
     for cfg in suite.expand():
-        assert Trainer(cfg, root=root).run().status == "finished"
+        assert worker.trainer(cfg, root=root).run().status == "finished"
     out = report.build(suite, root, tmp_path / "report")
 
     board = pl.read_csv(out / "leaderboard.csv")
@@ -117,7 +117,7 @@ def test_an_undeclared_metric_fails_the_run_at_its_first_step_with_a_record(tmp_
         # merging the micro-batches' stats meets it first (algorithms/stats.py); a row key would be
         # refused by the trainer's check of each row (results.check_rows): either way at step 1
         with pytest.raises((metrics.UnknownMetricError, results.UndeclaredMetric), match="policy/never_declared"):
-            Trainer(cfg, root=tmp_path / "results").run()
+            worker.trainer(cfg, root=tmp_path / "results").run()
         meta = results.read_meta(results.run_dir(tmp_path / "results", cfg.run_id))
         assert meta["status"] == "failed" and "during step 1" in meta["reason"]
 

@@ -1,11 +1,14 @@
-"""The shape of bench/ (issue 26): no import circles, counting every import in a file (inside
-functions and TYPE_CHECKING blocks too), and the top layers only point down:
-cli > publish > report > tune > harness > the rest (engine, suite, config, tasks, ...)."""
+"""The shape of bench/ (issues 26, 46): no import circles, counting every import in a file (inside
+functions and TYPE_CHECKING blocks too), and the layers only point down: cli > replication >
+publish > report > tune > harness > ladder > {warmstart, lmeval, preflight, interop} > engine > the
+rest (suite, config, tasks, models, results, ...). Modules of one floor may import each other; the
+engine imports nothing above it (its caller hands it the initial policy: bench/engine/start.py)."""
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("bench.cli", "bench.replication", "bench.publish", "bench.report", "bench.tune", "bench.harness")  # top first
+LAYERS = ("bench.cli", "bench.replication", "bench.publish", "bench.report", "bench.tune", "bench.harness", "bench.ladder",
+          ("bench.warmstart", "bench.lmeval", "bench.preflight", "bench.interop"), "bench.engine")  # top first; a tuple: one floor
 
 
 def _modules() -> dict[str, Path]:
@@ -84,15 +87,26 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def layer(module: str) -> int:
-    for i, top in enumerate(LAYERS):
-        if module == top or module.startswith(top + "."):
+    for i, floor in enumerate(LAYERS):
+        if any(module == top or module.startswith(top + ".") for top in ((floor,) if isinstance(floor, str) else floor)):
             return i
     return len(LAYERS)
 
 
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module on a higher floor, as "importer -> imported"."""
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps if layer(d) < layer(m))
+
+
 def test_the_checker_finds_a_circle_and_an_upward_import():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert layer("bench.engine.trainer") > layer("bench.harness.runner") > layer("bench.report.tables")
+    assert layer("bench.config") > layer("bench.engine.trainer") > layer("bench.warmstart") > layer("bench.harness.runner") \
+        > layer("bench.report.tables")
+    assert layer("bench.warmstart") == layer("bench.interop.trl")
+    # the arrow issue 46 removed: the trainer fetching its own warm start
+    old = {"bench.engine.trainer": {"bench.warmstart", "bench.engine.evaluate"}, "bench.warmstart": {"bench.engine.evaluate"},
+           "bench.lmeval": {"bench.preflight"}}
+    assert upward(old) == ["bench.engine.trainer -> bench.warmstart"]
 
 
 def test_bench_has_no_import_circles():
@@ -101,6 +115,5 @@ def test_bench_has_no_import_circles():
     assert circles(graph) == []
 
 
-def test_lower_layers_never_import_the_harness_tune_report_publish_or_cli():
-    up = sorted(f"{m} -> {d}" for m, deps in import_graph().items() for d in deps if layer(d) < layer(m))
-    assert up == []
+def test_lower_layers_never_import_higher_ones():
+    assert upward(import_graph()) == []

@@ -181,13 +181,13 @@ def test_weights_hash_is_recorded_and_checked_on_every_cache_hit(tmp_path):
         warm_start(task, scale, CFG, cache=tmp_path)
 
 
-def test_warmstart_task_params_draw_the_sft_data_from_part_of_the_task(tmp_path, monkeypatch):
+def test_warmstart_task_params_draw_the_sft_data_from_part_of_the_task(tmp_path):
     """warmstart.task_params: the SFT demonstrations come from the task with these parameters over the
     run's (gcd up to 99 for a run up to 999). The warm start is the one a run of that smaller task
     trains (one cache key: the same data, the same checkpoint); the run id stays where it is unset
     (a LATER field); the trainer and the suite planner both ask for that warm start."""
     from bench.config import RunConfig
-    from bench.engine import trainer as trainer_mod
+    from bench.engine.trainer import Trainer
     from bench.harness.plan import cfg_warmstart_key
 
     def cfg(task_params, ws_params=None):
@@ -206,9 +206,8 @@ def test_warmstart_task_params_draw_the_sft_data_from_part_of_the_task(tmp_path,
         asked.append(task.config.max_value)
         raise RuntimeError("stop after the warm start is asked for")
 
-    monkeypatch.setattr(trainer_mod, "warm_start", fake_warm_start)
     with pytest.raises(RuntimeError, match="stop after"):
-        trainer_mod.Trainer(part, root=tmp_path)._setup()
+        Trainer(part, start=fake_warm_start, root=tmp_path)._setup()
     assert asked == [99]
     with pytest.raises(ValueError, match="max_value"):  # a bad SFT parameter names the task's field
-        trainer_mod.Trainer(cfg({"max_value": 999}, {"max_valu": 99}), root=tmp_path)._setup()
+        Trainer(cfg({"max_value": 999}, {"max_valu": 99}), start=fake_warm_start, root=tmp_path)._setup()

@@ -1,6 +1,6 @@
 """Many runs, one kernel: R trainers whose model calls run together (issue 27).
 
-`run_stack(cfgs, root)` trains R runs of one cell at once: each run is an ordinary `Trainer` in a
+`run_stack(cfgs, root, start)` trains R runs of one cell at once: each run is an ordinary `Trainer` in a
 thread of its own, with its own recipe, parts, metrics, optimizer, clipping, ledger, callbacks and
 record, so a replica's run.json, steps and evaluations have the schema, run id and resume semantics
 of a run alone. Only its model calls (compute.py: sampling, log-probs with and without gradients,
@@ -36,6 +36,7 @@ from bench.engine.backends import make_backend
 from bench.engine.padding import pad_cat
 from bench.engine.rollout import Generation, NativeBackend, RolloutBackend, SamplingParams, batch_logprobs
 from bench.engine.stacked import StackedLM
+from bench.engine.start import InitialPolicy
 
 
 @dataclass(eq=False)
@@ -281,10 +282,10 @@ class StackOutcome:
     seconds: dict = field(default_factory=dict)  # wall seconds the server spent on each kind's groups
 
 
-def run_stack(cfgs: list[RunConfig], root: Path, ops=None, trainer_kw: Callable[[RunConfig], dict] | None = None
-              ) -> StackOutcome:
+def run_stack(cfgs: list[RunConfig], root: Path, start: InitialPolicy, ops=None,
+              trainer_kw: Callable[[RunConfig], dict] | None = None) -> StackOutcome:
     """Train `cfgs` as one stack (threads sharing one server; ops: Stacked unless given); every
-    replica writes its own record.
+    replica writes its own record and starts from `start` (start.py), as a run alone does.
     trainer_kw(cfg): more Trainer arguments for a replica (its own callbacks). Returns each replica's
     RunResult, or the exception its run raised (a `failed` record is written for it, as for a run
     alone)."""
@@ -293,7 +294,7 @@ def run_stack(cfgs: list[RunConfig], root: Path, ops=None, trainer_kw: Callable[
     if not cfgs:
         raise ValueError("run_stack needs at least one run")
     server = Server(ops or Stacked(), len(cfgs))
-    trainers = [Trainer(c, root=root, compute=Replica(server, i), **(trainer_kw(c) if trainer_kw else {}))
+    trainers = [Trainer(c, start=start, root=root, compute=Replica(server, i), **(trainer_kw(c) if trainer_kw else {}))
                 for i, c in enumerate(cfgs)]
     results: list = [None] * len(cfgs)
 

@@ -1,9 +1,10 @@
 """The training engine: one loop for every recipe.
 
-Read top to bottom: `Trainer.run` evaluates the warm start, then repeats `step` until the compute
-budget is spent; callbacks (callbacks.py) evaluate at fixed fractions of it, show progress, stream
-the rows to results/live/<run_id>/ and, with `checkpoint_every`, save the whole trainer state
-(checkpoint.py) that `resume=True` continues from. A step is
+Read top to bottom: `Trainer.run` evaluates the policy it starts from (its caller says which,
+start.py), then repeats `step` until the compute budget is spent; callbacks (callbacks.py)
+evaluate at fixed fractions of it, show progress, stream the rows to results/live/<run_id>/ and,
+with `checkpoint_every`, save the whole trainer state (checkpoint.py) that `resume=True` continues
+from. A step is
 
     rollout from the behaviour policy (+ greedy baselines, + refill rounds) → verifier rewards
     → recipe.shape → recipe.keep → behaviour log-probs (the backend's) → reference (+ critic)
@@ -44,7 +45,7 @@ from bench.engine.policy import Policy
 from bench.engine.records import Batch, Round
 from bench.engine.padding import left_pad
 from bench.engine.rollout import SamplingParams
-from bench.warmstart import warm_start
+from bench.engine.start import InitialPolicy, Start, record
 
 
 class Diverged(RuntimeError):
@@ -98,14 +99,17 @@ def _check_weights(model: torch.nn.Module, what: str) -> None:
 
 
 class Trainer:
-    def __init__(self, cfg: RunConfig, root: Path | None = None, log=None, progress: bool = False,
+    def __init__(self, cfg: RunConfig, start: InitialPolicy, root: Path | None = None, log=None, progress: bool = False,
                  save_checkpoint: bool = False, on_eval=None, callbacks: list[Callback] = (),
                  checkpoint_every: int = 0, resume: bool = False, compute: Local | None = None):
-        """on_eval: called with each evaluation's row (may raise Stopped); callbacks: more hooks (trackers);
+        """start: where the initial policy comes from (start.py; every run: bench.warmstart.warm_start,
+        passed by bench/harness/worker.py's `trainer`); on_eval: called with each evaluation's row (may
+        raise Stopped); callbacks: more hooks (trackers);
         checkpoint_every: save the resume state every N steps (0: never; not part of the config, so
         it changes no run id and no number); resume: continue from the run's last checkpoint;
         compute: where the model calls run (compute.py: this thread, or batched with other runs' in a stack)."""
         self.cfg = cfg
+        self.start = start
         self.compute = compute or Local()
         self.save_checkpoint = save_checkpoint
         self.root = Path(root) if root else results.default_root()
@@ -137,7 +141,7 @@ class Trainer:
         self.scale = models.get(cfg.scale)
         sft_task = self.task if not cfg.warmstart.task_params else \
             tasks.get(cfg.task, **cfg.warmstart.sft_params(cfg.task_params))
-        self.ws = warm_start(sft_task, self.scale, cfg.warmstart, device=dev, log=self.log)
+        self.ws: Start = self.start(sft_task, self.scale, cfg.warmstart, device=dev, log=self.log)
         self.policy: Policy = self.ws.load(dev)
         # The frozen reference only when a recipe's loss needs it or KL is logged (train.kl_metrics;
         # default: on for built-in scales, off for a local model, whose copy costs memory and FLOPs).
@@ -600,7 +604,7 @@ class Trainer:
             "steps_done": self._step, "flops_spent": float(ledger.flops),
             "gen_tokens": ledger.gen_tokens, "train_tokens": ledger.train_tokens, "seconds_by_phase": ledger.seconds,
             "wall_s": self._wall_before + time.perf_counter() - t_start, "config": cfg.to_dict(), "regime": Regime.of(cfg).record(),
-            "warmstart": {"key": ws.key, "path": str(ws.path), "accuracy": ws.accuracy, "sha256": ws.sha256} if ws else None,
+            "warmstart": record(ws),
             "model": {"params": shape.params, "layers": shape.layers, "attn_width": shape.attn_width} if shape else None,
             "max_new_tokens": getattr(self, "max_new", None), **results.environment(),
             **({"resumed_from": self.resumed_from} if self.resumed_from else {}),

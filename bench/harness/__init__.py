@@ -6,5 +6,6 @@
 A job is one run, or (with `--stack R` / `[resources] stack`) up to R runs of one cell that differ
 only in their seed, trained as one stack (bench/engine/stack.py). `worker.run_job` is the only code
 that trains: it takes each run's lock (locks.py), skips runs another process finished, and calls
-the engine's Trainer (one per run, in a stack one per thread), which writes results atomically.
+the engine's Trainer from the run's warm start (`worker.trainer`; in a stack, one per thread), which
+writes results atomically.
 """

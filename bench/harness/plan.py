@@ -58,8 +58,7 @@ def set_env(name: str, value: str):
 
 def calibrate(cfg: RunConfig) -> dict:
     """Seconds and FLOPs of one training step and one evaluation of cfg's engine (trains nothing kept)."""
-    from bench.engine.trainer import Trainer
-    from bench.harness.worker import quiet
+    from bench.harness.worker import quiet, trainer
 
     quiet()
     cached = warmstart_cached(cfg)
@@ -67,7 +66,7 @@ def calibrate(cfg: RunConfig) -> dict:
         if not cached:
             cfg = cfg.replace(warmstart=cfg.warmstart.replace(steps=0, eval_examples=1))
             stack.enter_context(set_env("BENCH_CACHE", str(Path(tmp) / "cache")))
-        t = Trainer(cfg, root=Path(tmp) / "results")
+        t = trainer(cfg, root=Path(tmp) / "results")
         t0 = time.perf_counter()
         t._setup()
         setup_s = time.perf_counter() - t0

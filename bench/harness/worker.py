@@ -4,6 +4,11 @@
 so the same function runs in a local spawn-pool process and as a Ray task. A job of one run is
 `run_one`; a job of several (runs of one cell that differ only in their seed) is `run_stack_job`:
 the runs it can lock and has not finished train as one stack (bench/engine/stack.py).
+
+`trainer` and `stack` are the engine's Trainer and run_stack started from each run's warm start
+(bench.warmstart.warm_start): the engine is handed its initial policy (bench/engine/start.py), and
+every caller that trains (`bench run`, `bench suite`, `bench tune`, calibration, tests) hands it
+through these two.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench import results
 from bench.harness.locks import remove_temp, run_lock
@@ -21,6 +27,27 @@ from bench.harness.locks import remove_temp, run_lock
 # the worker itself crashed) | done (already finished, by an earlier or another process) |
 # locked (another process holds the run; not waited for)
 RAN = ("finished", "diverged", "failed")
+
+if TYPE_CHECKING:
+    from bench.config import RunConfig
+    from bench.engine.stack import StackOutcome
+    from bench.engine.trainer import Trainer
+
+
+def trainer(cfg: RunConfig, **kw) -> Trainer:
+    """`Trainer(cfg, **kw)` that starts from cfg's warm start (trained first when not cached)."""
+    from bench.engine.trainer import Trainer
+    from bench.warmstart import warm_start
+
+    return Trainer(cfg, start=warm_start, **kw)
+
+
+def stack(cfgs: list[RunConfig], root: Path, **kw) -> StackOutcome:
+    """`run_stack(cfgs, root, **kw)` whose replicas start from their warm starts."""
+    from bench.engine.stack import run_stack
+    from bench.warmstart import warm_start
+
+    return run_stack(cfgs, root, start=warm_start, **kw)
 
 
 def init_local_worker() -> None:
@@ -73,9 +100,7 @@ def run_one(cfg_dict: dict, root: str, wait: bool = False, options: dict | None 
         every = opts.get("checkpoint_every") or (ck["checkpoint_every"] if resume else 0)
         t0 = time.perf_counter()
         try:
-            from bench.engine.trainer import Trainer
-
-            res = Trainer(cfg, root=root_p, callbacks=trackers.make(opts.get("report_to", "none")),
+            res = trainer(cfg, root=root_p, callbacks=trackers.make(opts.get("report_to", "none")),
                           checkpoint_every=every, resume=resume).run()
         except Exception as e:  # noqa: BLE001 (the trainer has written a `failed` record; report, do not crash the pool)
             return {**base, "status": "failed", "reason": f"{type(e).__name__}: {e}",
@@ -99,7 +124,6 @@ def run_stack_job(cfg_dicts: list[dict], root: str, wait: bool = False, options:
     (a killed suite's) resumes alone, since stacks keep no checkpoints."""
     from bench.config import RunConfig
     from bench.engine import checkpoint, trackers
-    from bench.engine.stack import run_stack
 
     quiet()
     root_p = Path(root)
@@ -125,7 +149,7 @@ def run_stack_job(cfg_dicts: list[dict], root: str, wait: bool = False, options:
             train.append(cfg)
         t0 = time.perf_counter()
         if train:
-            out = run_stack(train, root_p, trainer_kw=lambda c: {
+            out = stack(train, root_p, trainer_kw=lambda c: {
                 "callbacks": trackers.make(opts.get("report_to", "none"))})
             wall = time.perf_counter() - t0
             for cfg, res in zip(train, out.results):

@@ -257,15 +257,15 @@ def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> flo
 
 def _train(cfg: RunConfig, number: int, rep: _Reporter, root: Path) -> tuple[str, str, float]:
     """Train one run of a trial: (status, reason, wall seconds)."""
-    from bench.engine.trainer import Trainer
     from bench.harness.locks import remove_temp, run_lock
+    from bench.harness.worker import trainer
 
     t0 = time.perf_counter()
     with run_lock(root, cfg.run_id, wait=True):  # a trial's run id is its own; the lock guards a stale temp dir
         if results.is_finished(root, cfg.run_id):
             raise RuntimeError(f"run {cfg.run_id} of trial {number} already has a record")
         remove_temp(root, cfg.run_id)
-        res = Trainer(cfg, root=root, on_eval=rep).run()
+        res = trainer(cfg, root=root, on_eval=rep).run()
     return res.status, res.reason, time.perf_counter() - t0
 
 

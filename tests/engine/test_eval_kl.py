@@ -11,13 +11,13 @@ from bench.config import EvalConfig
 from bench.engine.evaluate import evaluate, kl_to_reference
 from bench.engine.padding import left_pad
 from bench.engine.rollout import NativeBackend, SamplingParams
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 from tests.engine.test_skill_eval import make_cfg, ready
 from tests.fp32 import logprob_atol
 
 
 def test_every_evaluation_logs_the_kl_to_the_reference(bench_cache, tmp_path):
-    res = Trainer(make_cfg(), root=tmp_path).run()
+    res = worker.trainer(make_cfg(), root=tmp_path).run()
     assert res.status == "finished", res.reason
     ev = pl.read_parquet(res.path / "evals.parquet").sort("step")
     assert ev.height == 3 and ev["step"][0] == 0

@@ -10,7 +10,7 @@ import algorithms
 from algorithms.entropy import AdaptiveEntropy
 from bench.config import Regime, RolloutConfig
 from bench.engine.policy import sequence_logprobs
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 from tests import fp32
 from test_offpolicy import track_versions
 from test_trainer import make_cfg, steps_of
@@ -31,7 +31,7 @@ def test_rollout_precision_is_a_later_field_and_native_only():
 
 def test_bf16_sampler_gives_a_real_mismatch_that_grpo_tis_corrects(bench_cache, tmp_path, monkeypatch):
     cfg = make_cfg("grpo_tis", budget="3steps", **{"rollout.precision": "bf16"})
-    t = Trainer(cfg, root=tmp_path)
+    t = worker.trainer(cfg, root=tmp_path)
     seen = {}
     real = t._train_on
 
@@ -55,7 +55,7 @@ def test_bf16_sampler_gives_a_real_mismatch_that_grpo_tis_corrects(bench_cache, 
     meta = json.loads((res.path / "run.json").read_text())
     assert meta["config"]["rollout"] == {"backend": "native", "lag": 0, "precision": "bf16"}
     # the same run in fp32 needs no recomputation: no mismatch, weights exactly 1, one forward fewer per step
-    fp = steps_of(Trainer(make_cfg("grpo_tis", budget="3steps"), root=tmp_path / "fp32").run())
+    fp = steps_of(worker.trainer(make_cfg("grpo_tis", budget="3steps"), root=tmp_path / "fp32").run())
     assert fp["rollout/logp_mismatch"].is_null().all() or fp["rollout/logp_mismatch"].is_nan().all()
     assert (fp["correction/weight_mean"] == 1.0).all() and (fp["correction/masked_frac"] == 0.0).all()
 
@@ -65,7 +65,7 @@ def test_stale_rollouts_give_a_correction_the_samplers_logprobs_and_the_proximal
     """decoupled_ppo at lag 2 with a large lr: logp_behav of step t is the behaviour policy's
     (version t − 3), logp_old the live policy's (version t − 1), recomputed by one more forward."""
     cfg = make_cfg("decoupled_ppo", budget="4steps", **{"train.lr": 3e-2, "rollout.lag": 2})
-    t = Trainer(cfg, root=tmp_path)
+    t = worker.trainer(cfg, root=tmp_path)
     versions, used = track_versions(t, monkeypatch, lambda b: (
         b.prompt_ids.clone(), b.prompt_mask.clone(), b.tokens.clone(), b.rollouts))
     res = t.run()
@@ -85,8 +85,8 @@ def test_stale_rollouts_give_a_correction_the_samplers_logprobs_and_the_proximal
     assert (steps["correction/weight_mean"][2:] != 1.0).all()
     # one more forward per step than grpo's token-mean twin without the correction, from step 1 on
     twin = algorithms.get("decoupled_ppo").replace(corrections=())
-    plain = steps_of(Trainer(make_cfg(twin, budget="4steps", **{"train.lr": 3e-2, "rollout.lag": 2}),
-                             root=tmp_path / "twin").run())
+    plain = steps_of(worker.trainer(make_cfg(twin, budget="4steps", **{"train.lr": 3e-2, "rollout.lag": 2}),
+                                    root=tmp_path / "twin").run())
     lagged = steps["rollout/lag"] > 0
     assert (steps["compute/flops"] > plain["compute/flops"]).filter(lagged).all()
 
@@ -95,7 +95,7 @@ def test_adaptive_entropy_moves_its_coefficient_each_update_and_survives_a_check
     ctl = AdaptiveEntropy(target=100.0, delta=0.01)  # entropy is always below: the coefficient only rises
     recipe = algorithms.get("grpo").replace(entropy_control=ctl)
     assert recipe.needs.entropy
-    t = Trainer(make_cfg(recipe, budget="3steps"), root=tmp_path)
+    t = worker.trainer(make_cfg(recipe, budget="3steps"), root=tmp_path)
     res = t.run()
     assert res.status == "finished", res.reason
     steps = steps_of(res)

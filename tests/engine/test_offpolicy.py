@@ -18,6 +18,7 @@ from bench.engine import trainer as trainer_mod
 from bench.engine.lag import BehaviourPolicy
 from bench.engine.policy import sequence_logprobs
 from bench.engine.trainer import Trainer
+from bench.harness import worker
 from tests import fp32
 from test_trainer import make_cfg, steps_of
 
@@ -70,7 +71,7 @@ def test_lag_trains_on_the_samplers_logprobs_equal_to_a_recomputation_with_the_l
     """lag 2, one update per batch, a large lr so versions differ: logp_old of step t is the
     behaviour policy's (version t − 3, the warm start until t = 3), not the live policy's."""
     cfg = make_cfg("grpo", budget="4steps", **{"train.lr": 3e-2, "rollout.lag": 2})
-    t = Trainer(cfg, root=tmp_path)
+    t = worker.trainer(cfg, root=tmp_path)
     versions, used = track_versions(t, monkeypatch, lambda b: (
         b.prompt_ids.clone(), b.prompt_mask.clone(), b.tokens.clone(), b.rollouts.logp_old.clone(),
         b.rollouts.mask.clone()))
@@ -105,14 +106,14 @@ def test_lag_trains_on_the_samplers_logprobs_equal_to_a_recomputation_with_the_l
 
 
 def test_clip_fractions_positive_at_lag_two(bench_cache, tmp_path):
-    steps = steps_of(Trainer(make_cfg("grpo", budget="4steps", **{"train.lr": 3e-2, "rollout.lag": 2}),
-                             root=tmp_path).run())
+    steps = steps_of(worker.trainer(make_cfg("grpo", budget="4steps", **{"train.lr": 3e-2, "rollout.lag": 2}),
+                                    root=tmp_path).run())
     assert (steps["policy/clip_frac_low"] + steps["policy/clip_frac_high"])[2:].sum() > 0
     assert (steps["policy/ratio_dev_frac"][2:] > 0).all()
 
 
 def test_on_policy_rows_are_exactly_on_policy_and_group_stats_are_logged(bench_cache, tmp_path):
-    steps = steps_of(Trainer(make_cfg("grpo", budget="2steps"), root=tmp_path).run())
+    steps = steps_of(worker.trainer(make_cfg("grpo", budget="2steps"), root=tmp_path).run())
     assert steps["rollout/lag"].to_list() == [0.0, 0.0]
     assert steps["policy/ratio_dev_frac"].to_list() == [0.0, 0.0]
     assert steps["policy/log_ratio_abs_mean"].to_list() == [0.0, 0.0]
@@ -134,7 +135,7 @@ def test_every_recipe_runs_at_lag_two(name, bench_cache, tmp_path):
     if recipe.critic is not None and recipe.critic.pretrain_steps:
         recipe = recipe.replace(critic=recipe.critic.replace(pretrain_steps=1))
     cfg = make_cfg(recipe, budget="3steps", **{"rollout.lag": 2})
-    res = Trainer(cfg, root=tmp_path).run()
+    res = worker.trainer(cfg, root=tmp_path).run()
     assert res.status == "finished", res.reason
     steps = steps_of(res)
     assert steps["rollout/lag"].to_list() == [0.0, 1.0, 2.0]

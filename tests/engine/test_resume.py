@@ -19,7 +19,6 @@ from polars.testing import assert_frame_equal
 from bench import cli, results
 from bench.engine import checkpoint
 from bench.engine.callbacks import Callback
-from bench.engine.trainer import Trainer
 from bench.harness import worker
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -63,9 +62,9 @@ CASES = [  # (recipe, overrides, how the first attempt ends): the ring of stale 
 @pytest.mark.parametrize("name,over,exc", CASES, ids=[c[0] for c in CASES])
 def test_resume_in_process_equals_uninterrupted(name, over, exc, bench_cache, tmp_path):
     cfg = make_cfg(name, budget="5steps", **over)
-    ref = Trainer(cfg, root=tmp_path / "a").run()
+    ref = worker.trainer(cfg, root=tmp_path / "a").run()
     with pytest.raises(exc):
-        Trainer(cfg, root=tmp_path / "b", checkpoint_every=1, callbacks=[Interrupt(4, exc)]).run()
+        worker.trainer(cfg, root=tmp_path / "b", checkpoint_every=1, callbacks=[Interrupt(4, exc)]).run()
     live = results.live_dir(tmp_path / "b", cfg.run_id)
     assert len(results.read_jsonl(live / "steps.jsonl")) == 4  # step 4 streamed, its checkpoint not written
     assert checkpoint.info(tmp_path / "b", cfg.run_id)["step"] == 3
@@ -73,7 +72,7 @@ def test_resume_in_process_equals_uninterrupted(name, over, exc, bench_cache, tm
         assert json.loads((results.run_dir(tmp_path / "b", cfg.run_id) / "run.json").read_text())["status"] == "failed"
     else:
         assert not results.has_record(tmp_path / "b", cfg.run_id)
-    res = Trainer(cfg, root=tmp_path / "b", checkpoint_every=1, resume=True).run()
+    res = worker.trainer(cfg, root=tmp_path / "b", checkpoint_every=1, resume=True).run()
     assert res.status == "finished"
     assert_same_record(ref.path, res.path)
     assert json.loads((res.path / "run.json").read_text())["resumed_from"] == [3]
@@ -90,7 +89,7 @@ def test_rows_stream_while_the_run_trains_and_the_record_is_unchanged(bench_cach
                 seen["rows"] = [dict(r) for r in trainer.steps]
 
     cfg = make_cfg("grpo", budget="3steps")
-    res = Trainer(cfg, root=tmp_path, callbacks=[Peek()]).run()
+    res = worker.trainer(cfg, root=tmp_path, callbacks=[Peek()]).run()
     assert [r["step"] for r in seen["steps"]] == [1, 2]
     for disk, mem in zip(seen["steps"], seen["rows"]):  # NaN is written as null (standard JSON)
         assert disk == {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in mem.items()}
@@ -109,10 +108,10 @@ def test_rows_stream_while_the_run_trains_and_the_record_is_unchanged(bench_cach
 
 def test_an_interrupted_run_is_not_a_record_and_a_suite_worker_resumes_it(bench_cache, tmp_path):
     cfg = make_cfg("grpo", budget="4steps")
-    ref = Trainer(cfg, root=tmp_path / "a").run()
+    ref = worker.trainer(cfg, root=tmp_path / "a").run()
     root = tmp_path / "b"
     with pytest.raises(KeyboardInterrupt):
-        Trainer(cfg, root=root, checkpoint_every=2, callbacks=[Interrupt(3)]).run()
+        worker.trainer(cfg, root=root, checkpoint_every=2, callbacks=[Interrupt(3)]).run()
     assert not results.is_finished(root, cfg.run_id) and results.problems(root) == []
     assert results.scan(root)["runs"].collect().height == 0
     out = worker.run_one(cfg.to_dict(), str(root))
@@ -144,7 +143,7 @@ def keep_torch_threads():
 
 def test_sigkill_then_resume_gives_the_uninterrupted_tables(bench_cache, tmp_path, capsys, keep_torch_threads):
     cfg = make_cfg("grpo", budget="12steps", **{"eval.every": 0.25, "threads": 1})  # as SETS: the subprocess's threads
-    ref = Trainer(cfg, root=tmp_path / "a").run()  # also caches the warm start for the subprocess
+    ref = worker.trainer(cfg, root=tmp_path / "a").run()  # also caches the warm start for the subprocess
     root = tmp_path / "b"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli", *_args("12steps", root, "--checkpoint-every", "1")],
@@ -180,7 +179,7 @@ def test_resume_refusals_are_one_line_exit_2(bench_cache, tmp_path, capsys, keep
 
     cfg = make_cfg("grpo", budget="4steps", **{"eval.every": 0.25})
     with pytest.raises(KeyboardInterrupt):
-        Trainer(cfg, root=root, checkpoint_every=1, callbacks=[Interrupt(3)]).run()
+        worker.trainer(cfg, root=root, checkpoint_every=1, callbacks=[Interrupt(3)]).run()
     capsys.readouterr()  # the run's own output (a warm start trained here writes progress bars), not the CLI's
     # another --set: another run id, with no checkpoint; the error names the field that differs
     assert cli.main(_args("4steps", root, "--resume", "--set", "train.lr=0.5")) == 2

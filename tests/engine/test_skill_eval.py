@@ -9,6 +9,7 @@ import algorithms
 from bench.config import Budget, EvalConfig, EvalSchedule, RunConfig, TrainConfig
 from bench.engine.evaluate import evaluate
 from bench.engine.trainer import Trainer
+from bench.harness import worker
 from bench.warmstart import WarmStartConfig
 
 WS = WarmStartConfig(steps=300, eval_examples=20)  # the engine tests' warm start (one cache entry)
@@ -23,13 +24,13 @@ def make_cfg(seed=0, **eval_fields) -> RunConfig:
 
 def ready(cfg: RunConfig, root) -> Trainer:
     """A trainer set up to its first step (warm start loaded, evaluation problems drawn)."""
-    t = Trainer(cfg, root=root)
+    t = worker.trainer(cfg, root=root)
     t._setup()
     return t
 
 
 def test_skill_metrics_are_recorded_per_evaluation(bench_cache, tmp_path):
-    res = Trainer(make_cfg(items="per_seed", ood_examples=6), root=tmp_path).run()
+    res = worker.trainer(make_cfg(items="per_seed", ood_examples=6), root=tmp_path).run()
     assert res.status == "finished", res.reason
     ev = pl.read_parquet(res.path / "evals.parquet")
     for col in ("eval/format_greedy", "eval/format_rate", "eval/acc_formatted", "eval/acc_ood", "eval/pass@1", "eval/pass@2"):

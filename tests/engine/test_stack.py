@@ -11,8 +11,9 @@ import torch
 from test_trainer import make_cfg
 
 from bench.engine import compute as compute_mod
-from bench.engine.stack import Looped, Server, Stacked, run_stack
+from bench.engine.stack import Looped, Server, Stacked
 from bench.engine.trainer import Trainer
+from bench.harness import worker
 
 
 def tables(res) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -50,8 +51,8 @@ def test_a_looped_stack_writes_the_records_of_runs_alone(recipe, bench_cache, tm
     stale weights and recomputes the proximal policy."""
     over = {"rollout.lag": 2, "recipe.updates.minibatches": 2} if recipe == "decoupled_ppo" else {}
     cfgs = [make_cfg(recipe, budget="2steps", seed=s, **over) for s in (0, 1)]
-    alone = [Trainer(c, root=tmp_path / "alone").run() for c in cfgs]
-    out = run_stack(cfgs, tmp_path / "stack", ops=Looped())
+    alone = [worker.trainer(c, root=tmp_path / "alone").run() for c in cfgs]
+    out = worker.stack(cfgs, tmp_path / "stack", ops=Looped())
     for a, b in zip(alone, out.results):
         assert_same_record(a, b)
     assert out.requests["generate"] > out.calls["generate"]  # calls were grouped, not run one by one
@@ -63,8 +64,8 @@ def test_a_looped_stack_writes_the_records_of_runs_alone(recipe, bench_cache, tm
 def test_a_stacked_stack_agrees_with_runs_alone(recipe, bench_cache, tmp_path):
     """Sampling stacked (rollouts and evaluations): the records of runs alone within float rounding."""
     cfgs = [make_cfg(recipe, budget="2steps", seed=s) for s in (0, 1, 2)]
-    alone = [Trainer(c, root=tmp_path / "alone").run() for c in cfgs]
-    out = run_stack(cfgs, tmp_path / "stack")
+    alone = [worker.trainer(c, root=tmp_path / "alone").run() for c in cfgs]
+    out = worker.stack(cfgs, tmp_path / "stack")
     for a, b in zip(alone, out.results):
         assert_close_record(a, b)
     assert out.requests["generate"] > out.calls["generate"]
@@ -77,9 +78,9 @@ def test_a_replica_is_the_same_whatever_its_companions(ops, bench_cache, tmp_pat
     call, whose shapes (and a BLAS's blocking of them) change with the company: within float rounding,
     as tests/engine/test_stacked.py derives."""
     cfgs = [make_cfg("grpo", budget="2steps", seed=s) for s in (0, 5, 7)]
-    a = run_stack(cfgs[:2], tmp_path / "a", ops=ops()).results[0]
-    b = run_stack([cfgs[0], cfgs[2]], tmp_path / "b", ops=ops()).results[0]
-    c = run_stack(cfgs[:1], tmp_path / "c", ops=ops()).results[0]
+    a = worker.stack(cfgs[:2], tmp_path / "a", ops=ops()).results[0]
+    b = worker.stack([cfgs[0], cfgs[2]], tmp_path / "b", ops=ops()).results[0]
+    c = worker.stack(cfgs[:1], tmp_path / "c", ops=ops()).results[0]
     same = assert_same_record if ops is Looped else assert_close_record
     same(a, b)
     same(a, c)
@@ -110,11 +111,11 @@ def test_a_diverging_replica_ends_alone_and_the_others_finish(ops, bench_cache, 
             self.policy.model._poison, self.policy.model._calls = True, 0
 
     monkeypatch.setattr(Trainer, "_setup", setup)
-    out = run_stack(cfgs, tmp_path / "stack", ops=ops())
+    out = worker.stack(cfgs, tmp_path / "stack", ops=ops())
     status = [r.status for r in out.results]
     assert status == ["finished", "diverged", "finished"], [getattr(r, "reason", r) for r in out.results]
     assert "non-finite" in out.results[1].reason
-    alone = Trainer(cfgs[2], root=tmp_path / "alone").run()
+    alone = worker.trainer(cfgs[2], root=tmp_path / "alone").run()
     (assert_same_record if ops is Looped else assert_close_record)(alone, out.results[2])
 
 
@@ -128,7 +129,7 @@ def test_a_failing_replica_records_its_failure_and_the_others_finish(bench_cache
 
     monkeypatch.setattr(Trainer, "_setup", setup)
     cfgs = [make_cfg("grpo", budget="2steps", seed=s) for s in (0, 1)]
-    out = run_stack(cfgs, tmp_path / "stack")
+    out = worker.stack(cfgs, tmp_path / "stack")
     assert out.results[0].status == "finished"
     assert isinstance(out.results[1], RuntimeError) and "disk on fire" in str(out.results[1])
     meta = json.loads((tmp_path / "stack" / "runs" / cfgs[1].run_id / "run.json").read_text())

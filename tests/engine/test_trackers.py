@@ -10,7 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from bench import cli
 from bench.engine import trackers
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_resume import Interrupt
@@ -25,7 +25,7 @@ def _read(d: Path) -> EventAccumulator:
 
 def test_tensorboard_logs_read_back_with_every_step(bench_cache, tmp_path):
     cfg = make_cfg("grpo", budget="4steps")  # evaluations at 0, 50% and 100%: steps 0, 2, 4
-    res = Trainer(cfg, root=tmp_path, callbacks=trackers.make("tensorboard")).run()
+    res = worker.trainer(cfg, root=tmp_path, callbacks=trackers.make("tensorboard")).run()
     d = trackers.log_dir(tmp_path, cfg)
     assert d.name == f"grpo-addition-nano-s0-{cfg.run_id}"
     acc = _read(d)
@@ -43,8 +43,8 @@ def test_tensorboard_logs_read_back_with_every_step(bench_cache, tmp_path):
 def test_tensorboard_after_resume_has_each_step_once(bench_cache, tmp_path):
     cfg = make_cfg("grpo", budget="4steps")
     with pytest.raises(KeyboardInterrupt):  # step 3 is logged, its checkpoint is not: the resume redoes it
-        Trainer(cfg, root=tmp_path, checkpoint_every=1, callbacks=[*trackers.make("tensorboard"), Interrupt(3)]).run()
-    Trainer(cfg, root=tmp_path, checkpoint_every=1, resume=True, callbacks=trackers.make("tensorboard")).run()
+        worker.trainer(cfg, root=tmp_path, checkpoint_every=1, callbacks=[*trackers.make("tensorboard"), Interrupt(3)]).run()
+    worker.trainer(cfg, root=tmp_path, checkpoint_every=1, resume=True, callbacks=trackers.make("tensorboard")).run()
     acc = _read(trackers.log_dir(tmp_path, cfg))
     assert [e.step for e in acc.Scalars("reward/mean")] == [1, 2, 3, 4]
     assert [e.step for e in acc.Scalars("eval/acc_greedy")] == [0, 2, 4]

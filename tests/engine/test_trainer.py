@@ -12,7 +12,7 @@ from bench import results
 from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
 from bench.engine import compute as compute_mod
 from bench.engine.ledger import ModelShape
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 from bench.warmstart import WarmStartConfig
 
 WS = WarmStartConfig(steps=300, eval_examples=20)
@@ -36,7 +36,7 @@ def test_every_recipe_completes_with_every_metric(name, bench_cache, tmp_path):
     recipe = algorithms.get(name)
     if recipe.critic is not None and recipe.critic.pretrain_steps:
         recipe = recipe.replace(critic=recipe.critic.replace(pretrain_steps=1))
-    res = Trainer(make_cfg(recipe), root=tmp_path).run()
+    res = worker.trainer(make_cfg(recipe), root=tmp_path).run()
     assert res.status == "finished", res.reason
     steps = steps_of(res)
     assert steps.columns == list(results.STEP_SCHEMA) and steps.height == 2
@@ -66,12 +66,12 @@ def test_every_recipe_completes_with_every_metric(name, bench_cache, tmp_path):
 
 
 def test_clip_fractions_zero_with_one_update_positive_with_four(bench_cache, tmp_path):
-    one = Trainer(make_cfg("grpo", budget="3steps", **{"train.lr": 3e-2}), root=tmp_path / "a").run()
+    one = worker.trainer(make_cfg("grpo", budget="3steps", **{"train.lr": 3e-2}), root=tmp_path / "a").run()
     s1 = steps_of(one)
     assert (s1["policy/clip_frac_low"] == 0).all() and (s1["policy/clip_frac_high"] == 0).all()
     assert (s1["policy/ratio_max"] == 1).all() and (s1["policy/ratio_min"] == 1).all()
-    four = Trainer(make_cfg("grpo", budget="3steps", **{"train.lr": 3e-2, "recipe.updates.minibatches": 4}),
-                   root=tmp_path / "b").run()
+    four = worker.trainer(make_cfg("grpo", budget="3steps", **{"train.lr": 3e-2, "recipe.updates.minibatches": 4}),
+                          root=tmp_path / "b").run()
     s4 = steps_of(four)
     assert (s4["policy/clip_frac_low"] + s4["policy/clip_frac_high"]).sum() > 0
     assert (s4["policy/ratio_max"] > 1).any()
@@ -80,7 +80,7 @@ def test_clip_fractions_zero_with_one_update_positive_with_four(bench_cache, tmp
 def test_ledger_counts_every_pass_including_greedy_baselines(bench_cache, tmp_path, monkeypatch):
     """FLOPs of one step = the analytic formula over the shapes actually generated and trained."""
     for name, extra_gen in (("grpo", False), ("remax", True)):
-        t = Trainer(make_cfg(name), root=tmp_path)
+        t = worker.trainer(make_cfg(name), root=tmp_path)
         t._setup()
         calls = []
         real = t.backend.generate
@@ -104,7 +104,7 @@ def test_ledger_counts_every_pass_including_greedy_baselines(bench_cache, tmp_pa
 
 
 def test_dynamic_sampling_counts_rejected_rollouts(bench_cache, tmp_path):
-    t = Trainer(make_cfg("dapo"), root=tmp_path)
+    t = worker.trainer(make_cfg("dapo"), root=tmp_path)
     t._setup()
     gen_tokens = []
     real = t.backend.generate
@@ -123,11 +123,11 @@ def test_dynamic_sampling_counts_rejected_rollouts(bench_cache, tmp_path):
 
 def test_same_config_and_seed_give_identical_steps(bench_cache, tmp_path):
     cfg = make_cfg("dapo", budget="2steps")
-    a = steps_of(Trainer(cfg, root=tmp_path / "a").run())
-    b = steps_of(Trainer(cfg, root=tmp_path / "b").run())
+    a = steps_of(worker.trainer(cfg, root=tmp_path / "a").run())
+    b = steps_of(worker.trainer(cfg, root=tmp_path / "b").run())
     timeless = [c for c in a.columns if not c.startswith("time/")]  # wall-clock seconds differ by nature
     assert a.select(timeless).equals(b.select(timeless))
-    c = steps_of(Trainer(make_cfg("dapo", budget="2steps", seed=1), root=tmp_path / "c").run())
+    c = steps_of(worker.trainer(make_cfg("dapo", budget="2steps", seed=1), root=tmp_path / "c").run())
     assert not a.select(timeless).equals(c.select(timeless))
 
 
@@ -143,7 +143,7 @@ def test_nan_mid_run_gives_diverged_record(bench_cache, tmp_path, monkeypatch):
         return logp, ent
 
     monkeypatch.setattr(compute_mod, "sequence_logprobs", poisoned)
-    t = Trainer(make_cfg("grpo", budget="4steps"), root=tmp_path)
+    t = worker.trainer(make_cfg("grpo", budget="4steps"), root=tmp_path)
     state["trainer"] = t
     res = t.run()
     assert res.status == "diverged" and "non-finite" in res.reason
@@ -153,8 +153,8 @@ def test_nan_mid_run_gives_diverged_record(bench_cache, tmp_path, monkeypatch):
 
 
 def test_budget_in_flops_stops_at_budget(bench_cache, tmp_path):
-    probe = Trainer(make_cfg("grpo", budget="1steps"), root=tmp_path / "p").run()
+    probe = worker.trainer(make_cfg("grpo", budget="1steps"), root=tmp_path / "p").run()
     per_step = steps_of(probe)["compute/flops"][0]
-    res = Trainer(make_cfg("grpo", budget=f"{2.5 * per_step:.0f}"), root=tmp_path / "f").run()
+    res = worker.trainer(make_cfg("grpo", budget=f"{2.5 * per_step:.0f}"), root=tmp_path / "f").run()
     flops = steps_of(res)["compute/flops"]
     assert flops[-1] >= 2.5 * per_step and flops[-2] < 2.5 * per_step

@@ -7,7 +7,7 @@ from pathlib import Path
 import datasets
 
 from bench import cli, suite as suites
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "models"))
 from test_pretrained_runs import gsm_file, qwen_dir  # noqa: F401  (module fixtures)
@@ -57,5 +57,5 @@ def test_filled_in_suite_expands_and_a_run_trains(qwen_dir, gsm_file, bench_cach
         ["rollout.backend=native", "train.precision=fp32", "train.prompts_per_step=2", "train.group_size=2",
          "train.max_new_tokens=8", "train.micro_batch_size=4", "eval.n_examples=2", "eval.k=1"]
     ).with_values({"budget": "1steps"})
-    res = Trainer(cfg, root=tmp_path / "results").run()
+    res = worker.trainer(cfg, root=tmp_path / "results").run()
     assert res.status == "finished", res.reason

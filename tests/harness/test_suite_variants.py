@@ -7,7 +7,7 @@ import pytest
 
 import algorithms
 from bench import suite as suites
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 from bench.report.sections.recipes import recipe_diffs
 from bench.tune import space as spaces
 from bench.tune.settings import TuneSettings
@@ -89,7 +89,7 @@ def test_variant_runs_hash_by_their_parts_and_record_their_name(tmp_path, bench_
     cfg = s.run_config(cell, "grpo_cliphigher", 0)
     cfg = cfg.with_values({"train.prompts_per_step": 2, "train.group_size": 4, "eval.n_examples": 4,
                            "eval.k": 0, "warmstart.steps": 0, "budget": "1steps"})
-    res = Trainer(cfg, root=tmp_path / "results").run()
+    res = worker.trainer(cfg, root=tmp_path / "results").run()
     assert res.status == "finished", res.reason
     meta = json.loads((res.path / "run.json").read_text())
     assert meta["recipe_name"] == "grpo_cliphigher" and meta["config"]["recipe"]["objective"]["eps_high"] == 0.28

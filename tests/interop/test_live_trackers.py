@@ -19,7 +19,7 @@ os.environ["WANDB_MODE"] = "offline"
 os.environ.setdefault("WANDB_SILENT", "true")
 
 from bench.engine import trackers
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
 from test_trainer import make_cfg
@@ -64,7 +64,7 @@ def check_history(history: dict[int, dict], steps: pl.DataFrame):
 def test_wandb_offline_run_has_every_step_scalar(bench_cache, tmp_path):
     pytest.importorskip("wandb", reason="wandb is in the interop extra: make test-interop")
     cfg = make_cfg("grpo", budget="4steps")  # evaluations at 0, 50% and 100%: steps 0, 2, 4
-    res = Trainer(cfg, root=tmp_path, callbacks=trackers.make("wandb")).run()
+    res = worker.trainer(cfg, root=tmp_path, callbacks=trackers.make("wandb")).run()
     files = list((tmp_path / "wandb").glob(f"offline-run-*-{cfg.run_id}/run-{cfg.run_id}.wandb"))
     assert len(files) == 1
     check_history(wandb_history(files[0]), pl.read_parquet(res.path / "steps.parquet"))
@@ -75,7 +75,7 @@ def test_trackio_local_run_has_every_step_scalar(bench_cache, tmp_path):
     from trackio.sqlite_storage import SQLiteStorage
 
     cfg = make_cfg("grpo", budget="4steps", seed=1)
-    res = Trainer(cfg, root=tmp_path, callbacks=trackers.make("trackio")).run()
+    res = worker.trainer(cfg, root=tmp_path, callbacks=trackers.make("trackio")).run()
     rows = SQLiteStorage.get_logs("grpo-bench", trackers.run_name(cfg))
     history: dict[int, dict] = {}
     for r in rows:

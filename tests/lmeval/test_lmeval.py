@@ -11,7 +11,7 @@ from bench import lmeval, models, tasks
 from bench.cli import main
 from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
 from bench.engine.rollout import NativeBackend, SamplingParams
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 from bench.tasks import Example
 from bench.warmstart import WarmStartConfig, warm_start
 
@@ -53,7 +53,7 @@ def test_bench_eval_of_a_run_equals_its_final_greedy_eval(ws, bench_cache, tmp_p
     cfg = RunConfig(recipe=algorithms.get("grpo"), task="addition", task_params=EASY, scale="nano",
                     budget=Budget.parse("1steps"), train=TrainConfig(prompts_per_step=4, group_size=4, max_new_tokens=40),
                     eval=EvalSchedule(every=1.0, n_examples=40, k=0), warmstart=WS, threads=1)
-    res = Trainer(cfg, root=tmp_path, save_checkpoint=True).run()
+    res = worker.trainer(cfg, root=tmp_path, save_checkpoint=True).run()
     assert res.status == "finished"
     rec = lmeval.evaluate(cfg.run_id, root=tmp_path, batch_size=16)
     final = pl.read_parquet(res.path / "evals.parquet")["eval/acc_greedy"][-1]

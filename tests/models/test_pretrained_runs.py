@@ -13,7 +13,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 import algorithms
 from bench import cli, models, tasks, warmstart
 from bench.config import Budget, EvalSchedule, RunConfig, TrainConfig
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 from bench.models import char_tokenizer
 
 SMALL = ["--budget", "2steps", "--quiet", "--set", "train.prompts_per_step=4", "--set", "train.group_size=4",
@@ -124,7 +124,7 @@ def test_weighted_rewards_change_the_reward_not_the_accuracy(qwen_dir, tmp_path,
     assert mixed.rewards == {"correct": 1.0, "format": 0.5, "length": 0.2} and mixed.run_id != base.run_id
     rows = {}
     for name, cfg in (("base", base), ("mixed", mixed)):
-        res = Trainer(cfg, root=tmp_path / name).run()
+        res = worker.trainer(cfg, root=tmp_path / name).run()
         assert res.status == "finished", res.reason
         rows[name] = pl.read_parquet(res.path / "steps.parquet").row(0, named=True)
         rows[name]["eval0"] = pl.read_parquet(res.path / "evals.parquet").row(0, named=True)["eval/acc_greedy"]

@@ -94,7 +94,7 @@ def test_nan_weights_or_sampling_is_diverged_with_the_step(poison, reason, bench
     def on_eval(row):  # after the warm start's evaluation, before step 1
         if row["fraction"] == 0.0:
             poison(trainer)
-    trainer = Trainer(tiny_cfg(), root=tmp_path, on_eval=on_eval)
+    trainer = worker.trainer(tiny_cfg(), root=tmp_path, on_eval=on_eval)
     res = trainer.run()
     meta = record(tmp_path, res.run_id)
     assert res.status == meta["status"] == "diverged"

@@ -20,7 +20,7 @@ from bench.config import Budget, EvalSchedule, RolloutConfig, RunConfig, TrainCo
 from bench.engine.policy import sequence_logprobs
 from bench.engine.padding import left_pad
 from bench.engine.rollout import NativeBackend, SamplingParams
-from bench.engine.trainer import Trainer
+from bench.harness import worker
 from bench.engine.vllm_backend import VLLMBackend
 from bench.warmstart import WarmStartConfig
 
@@ -35,7 +35,7 @@ def trainer(bench_cache, tmp_path_factory):
     cfg = RunConfig(recipe=algorithms.get("grpo"), task="addition", task_params={"difficulty": "easy"}, scale="nano",
                     budget=Budget.parse("3steps"), train=TrainConfig(prompts_per_step=8, group_size=4, lr=1e-3),
                     eval=EvalSchedule(every=1.0, n_examples=8, k=0), warmstart=WS, rollout=RolloutConfig(backend="vllm"), threads=1)
-    t = Trainer(cfg, root=tmp_path_factory.mktemp("results"))
+    t = worker.trainer(cfg, root=tmp_path_factory.mktemp("results"))
     t._setup()
     t._step = 0
     return t
