@@ -203,7 +203,7 @@ def _task_params(data: str | None, assignments: list[str]) -> dict:
 def _cmd_run(args: argparse.Namespace) -> int:
     import algorithms
     from bench import preflight
-    from bench.config import Budget, RunConfig
+    from bench.config import Budget, RolloutConfig, RunConfig, parse_assignments
 
     # fail before work: the config (types, ranges, --set), the task parameters, the device and the
     # results directory are all checked before the warm start trains
@@ -213,11 +213,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         recipe = load_variant_file(args.recipe[len("file:"):])
     else:
         recipe = algorithms.get(args.recipe)
-    cfg = RunConfig(recipe=recipe, task=args.task, scale=args.scale,
-                    budget=Budget.parse(args.budget), seed=args.seed, device=args.device, threads=args.threads,
-                    rollout=args.rollout, task_params=_task_params(args.data, []))
-    if args.set:
-        cfg = cfg.with_overrides(args.set)
+    # built once, with the --set assignments merged in (RunConfig.compose)
+    cfg = RunConfig.compose(parse_assignments(args.set or []), recipe=recipe, task=args.task, scale=args.scale,
+                            budget=Budget.parse(args.budget), seed=args.seed, device=args.device, threads=args.threads,
+                            rollout=RolloutConfig.parse(args.rollout), task_params=_task_params(args.data, []))
     preflight.check_run(cfg)
     from bench.engine import trackers
 
@@ -244,53 +243,44 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _run_locked(args: argparse.Namespace, cfg, root: Path) -> int:
     from bench import results
     from bench.config import Regime
-    from bench.engine import checkpoint, trackers
-    from bench.harness.locks import remove_temp, run_lock
-    from bench.harness.worker import trainer as make_trainer
+    from bench.engine import trackers
+    from bench.harness import worker
 
-    with run_lock(root, cfg.run_id, wait=False) as held:  # the same lock `bench suite` workers take
-        if not held:
-            raise RunRefused(f"run {cfg.run_id} is being trained by another process right now (it holds "
-                             f"{root / 'locks' / cfg.run_id}.lock); its record will be in {results.run_dir(root, cfg.run_id)}")
-        if results.is_finished(root, cfg.run_id):
-            meta = results.read_meta(results.run_dir(root, cfg.run_id))
-            if not args.force and meta["status"] != "failed":
-                print(f"run {cfg.run_id} is already recorded ({meta['status']}) in {results.run_dir(root, cfg.run_id)}; "
-                      f"skipped{', nothing to resume' if args.resume else ''} (--force trains it again and replaces "
-                      "the record)")
-                return 0
-            print(f"run {cfg.run_id}: replacing its earlier `{meta['status']}` record"
-                  + (" (--force)" if meta["status"] != "failed" else f": {meta.get('reason', '')}"), file=sys.stderr)
-        elif results.has_record(root, cfg.run_id):
-            print(f"run {cfg.run_id}: {results.check_record(results.run_dir(root, cfg.run_id))}; moved the corrupt "
-                  f"record to {results.quarantine(root, cfg.run_id)}", file=sys.stderr)
-        every = args.checkpoint_every or 0
-        ck = checkpoint.info(root, cfg.run_id)
-        if args.resume:
-            problem = checkpoint.resume_problem(root, cfg)
-            if problem:
-                raise RunRefused(problem)
-            every = every or ck["checkpoint_every"]  # keep the interval it was started with
-        elif ck:
-            print(f"run {cfg.run_id}: starting over; its checkpoint at step {ck['step']} is discarded (--resume "
-                  "continues from it instead)", file=sys.stderr)
-        remove_temp(root, cfg.run_id)
+    def replace(meta: dict) -> bool:  # a finished record: trained again with --force, or when it failed
+        if not args.force and meta["status"] != "failed":
+            return False
+        print(f"run {cfg.run_id}: replacing its earlier `{meta['status']}` record"
+              + (" (--force)" if meta["status"] != "failed" else f": {meta.get('reason', '')}"), file=sys.stderr)
+        return True
+
+    def before(resumed_from: int | None, every: int) -> None:
         print(f"run {cfg.run_id}: {cfg.recipe.name} on {cfg.task}/{cfg.scale}, budget {cfg.budget}, seed {cfg.seed}, "
               f"regime {Regime.of(cfg).describe()}"
-              + (f"; resuming from step {ck['step']}" if args.resume else ""))
+              + (f"; resuming from step {resumed_from}" if resumed_from is not None else ""))
         live = results.live_dir(root, cfg.run_id)
         print(f"live rows: {live}/steps.jsonl, evals.jsonl, samples.jsonl"
               + (f"; a checkpoint every {every} step(s) in {live}" if every else ""))
-        trainer = make_trainer(cfg, root=root, log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
-                               save_checkpoint=args.save_checkpoint, callbacks=trackers.make(args.report_to),
-                               checkpoint_every=every, resume=args.resume)
-        try:
-            res = trainer.run()
-        except Exception as e:  # noqa: BLE001  the trainer wrote a `failed` record with the traceback
-            where = results.run_dir(root, cfg.run_id) / "run.json"
-            setup = "during set-up" in results.read_meta(where.parent).get("reason", "") if where.is_file() else False
-            raise RunRefused(f"run {cfg.run_id} failed: {type(e).__name__}: {_one_line(e)} (the traceback is in "
-                             f"{where})", code=2 if setup or _expected(e) else 1) from None
+
+    ran = worker.run_one(cfg, root, replace=replace, resume=bool(args.resume), checkpoint_every=args.checkpoint_every or 0,
+                         notice=lambda line: print(line, file=sys.stderr), before=before,
+                         log=lambda m: print(m, file=sys.stderr), progress=not args.quiet,
+                         save_checkpoint=args.save_checkpoint, callbacks=trackers.make(args.report_to))
+    if ran.status == "locked":  # the same lock `bench suite` workers take
+        raise RunRefused(f"run {cfg.run_id} is being trained by another process right now (it holds "
+                         f"{root / 'locks' / cfg.run_id}.lock); its record will be in {results.run_dir(root, cfg.run_id)}")
+    if ran.status == "done":
+        print(f"run {cfg.run_id} is already recorded ({ran.record['status']}) in {results.run_dir(root, cfg.run_id)}; "
+              f"skipped{', nothing to resume' if args.resume else ''} (--force trains it again and replaces the record)")
+        return 0
+    if ran.status == "refused":
+        raise RunRefused(ran.reason)
+    if ran.error is not None:
+        e = ran.error
+        where = results.run_dir(root, cfg.run_id) / "run.json"
+        setup = "during set-up" in results.read_meta(where.parent).get("reason", "") if where.is_file() else False
+        raise RunRefused(f"run {cfg.run_id} failed: {type(e).__name__}: {_one_line(e)} (the traceback is in "
+                         f"{where})", code=2 if setup or _expected(e) else 1) from None
+    res = ran.result
     f = res.final
     print(f"status: {res.status}{' (' + res.reason + ')' if res.reason else ''}")
     if f:
@@ -343,7 +333,7 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     if not cfgs:
         raise errors.InputError(f"--only {' '.join(args.only)} selects no run of suite {s.name}")
     device = check_device(args.device) if args.device else s.device
-    preflight.check_runs([c.replace(device=device) for c in cfgs])
+    preflight.check_runs(cfgs, device=device)
     from bench.engine import trackers
 
     trackers.check(args.report_to)
@@ -383,7 +373,6 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     import time
 
     from bench import preflight, suite as suites
-    from bench.config import RunConfig
     from bench.harness.executors import cpu_count
     from bench.tune import costs, settings as tune_settings, storage, study, tuned
 
@@ -406,8 +395,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     workers = args.workers or 1
     threads = args.threads or max(1, cpu_count() // workers)
     settings = tune_settings.from_suite(s, trials=args.trials, objective=args.objective, pruner=args.pruner)
-    specs = study.plan(s, recipes, cells, settings)  # bad spaces fail here
-    preflight.check_runs([RunConfig.from_dict(b) for spec in specs for b in spec.bases])
+    specs = study.plan(s, recipes, cells, settings)  # bad spaces, tasks, scales and devices fail here
     preflight.check_writable(root, "results directory")
     preflight.check_writable(tuned_file.parent, "tuned overrides directory")
     url = args.storage or storage.default_url(root, s.name)

@@ -537,12 +537,10 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _calibrated(self) -> RunConfig:
-        if self.warmstart.calibrated and self.warmstart.steps is None:
-            from bench import calibration
-
-            entry = calibration.lookup(self.task, self.warmstart.sft_params(self.task_params), self.scale,
-                                       self.warmstart)
-            object.__setattr__(self, "warmstart", self.warmstart.replace(steps=entry["steps"], lr=entry["lr"]))
+        if self.warmstart.calibrated and self.warmstart.steps is None:  # a builder fills them (with_calibration)
+            raise ConfigError("warmstart.calibrated: steps and lr come from bench/calibration.json when the config is "
+                              "built from its tree (RunConfig.compose, from_dict, with_values); this one was validated "
+                              "without them: build it with RunConfig.compose(...) or state warmstart.steps")
         return self
 
     @model_validator(mode="after")
@@ -582,7 +580,7 @@ class RunConfig(Section):
     @classmethod
     def from_dict(cls, d: dict) -> RunConfig:
         """The config a run.json stores (or `to_dict` wrote); `from_dict(c.to_dict()) == c`."""
-        return cls.build(d, where="")
+        return cls.build(with_calibration(d), where="")
 
     @property
     def run_id(self) -> str:
@@ -598,9 +596,10 @@ class RunConfig(Section):
         """A run's config from its fields (sections as objects or tables) with `patch` (nested tables or
         dotted keys) deep-merged on top, validated once: what a suite builds for each of its runs.
         Equal to `RunConfig(**fields).with_values(patch)` without building the config in between."""
-        if not patch:
+        ws = fields.get("warmstart")
+        if not patch and not (isinstance(ws, WarmStartConfig) and ws.calibrated and ws.steps is None):
             return cls(**fields)
-        return cls.from_dict(merge({k: _table(v) for k, v in fields.items()}, unflatten(patch)))
+        return cls.from_dict(merge({k: _table(v) for k, v in fields.items()}, unflatten(patch or {})))
 
     def with_values(self, patch: dict[str, Any]) -> RunConfig:
         """Deep-merge `patch` (nested tables, or dotted keys: {"train.lr": 1e-4}) and validate once."""
@@ -609,6 +608,28 @@ class RunConfig(Section):
     def with_overrides(self, assignments: list[str]) -> RunConfig:
         """`--set` text: `path=value` (train.lr=1e-4, recipe.objective.eps_high=0.28), parsed once."""
         return self.with_values(parse_assignments(assignments))
+
+
+def with_calibration(tree: dict) -> dict:
+    """A config tree whose `warmstart.calibrated = true` asks for steps and lr it does not state, with
+    them filled in from the committed calibration (bench/calibration.json, read once per process while
+    unchanged), so the run id names the values used; any other tree as it is. Done on the tree, before
+    validation: validating a config never reads a file."""
+    ws = tree.get("warmstart")
+    if isinstance(ws, WarmStartConfig):
+        ws = ws.model_dump()
+    if (not isinstance(ws, dict) or ws.get("calibrated") is not True or ws.get("steps") is not None
+            or not isinstance(tree.get("task"), str) or not isinstance(tree.get("scale"), str)):
+        return tree
+    from bench import calibration
+
+    try:
+        settings = WarmStartConfig.build(ws)
+    except ConfigError:
+        return tree  # the validation that follows names the fault, under its path
+    task_params = tree.get("task_params") if isinstance(tree.get("task_params"), dict) else {}
+    entry = calibration.lookup(tree.get("task"), settings.sft_params(task_params), tree.get("scale"), settings)
+    return {**tree, "warmstart": {**ws, "steps": entry["steps"], "lr": entry["lr"]}}
 
 
 def run_id_of(tree: dict, with_seed: bool = True) -> str:

@@ -88,23 +88,24 @@ def check_scale(scale: str) -> None:
     models.get(scale)  # ValueError / FileNotFoundError naming the valid scales
 
 
-def check_run(cfg: RunConfig) -> None:
-    """Everything about one run that can fail before it trains (the config itself is already valid)."""
+def check_run(cfg: RunConfig, device: str | None = None) -> None:
+    """Everything about one run that can fail before it trains (the config itself is already valid).
+    device: the device it will run on, when not its own (`bench suite --device`)."""
     check_task(cfg.task, cfg.task_params, ood=cfg.eval.ood_examples > 0)
     check_scale(cfg.scale)
-    check_device(cfg.device)
+    check_device(device or cfg.device)
     if cfg.rollout.backend == "vllm":  # one line saying how to install it
         from bench.engine.vllm_backend import check_installed
 
         check_installed()
 
 
-def check_runs(cfgs: list[RunConfig]) -> None:
+def check_runs(cfgs: list[RunConfig], device: str | None = None) -> None:
     """check_run once per distinct (task, params, scale, device, backend)."""
     seen = set()
     for c in cfgs:
-        key = (c.task, repr(sorted(c.task_params.items())), c.scale, c.device, c.rollout.backend,
+        key = (c.task, repr(sorted(c.task_params.items())), c.scale, device or c.device, c.rollout.backend,
                c.eval.ood_examples > 0)
         if key not in seen:
             seen.add(key)
-            check_run(c)
+            check_run(c, device)

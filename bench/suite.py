@@ -235,7 +235,8 @@ class Suite(SuiteFile):
         """The registered recipe a suite recipe is (a variant: the root of its chain of bases)."""
         return self.variants[name].root if name in self.variants else name
 
-    def run_config(self, cell: Cell, recipe: str, seed: int) -> RunConfig:
+    def run_config(self, cell: Cell, recipe: str, seed: int, extra: dict | None = None) -> RunConfig:
+        """The config of one run, built once (RunConfig.compose); `extra` (dotted paths) merged last."""
         tags = {"suite": self.name, "cell": cell.name} | ({"regime": cell.regime.name} if cell.regime else {})
         train = self.train if cell.lr is None else self.train.replace(lr=cell.lr)
         patch = self.overrides.get(recipe, {})
@@ -246,6 +247,8 @@ class Suite(SuiteFile):
             patch = merge(patch, cell.regime.patch())
             if cell.regime.warmstarts:
                 patch = merge(patch, {"warmstart": {"seed": self.warmstart_seed(cell, seed)}})
+        if extra:
+            patch = merge(patch, unflatten(extra))
         return RunConfig.compose(patch, recipe=self.recipe(recipe), task=cell.task, scale=cell.scale, budget=cell.budget,
                                  seed=seed, task_params=dict(self.task_params.get(cell.task, {})), train=train,
                                  eval=self.eval, warmstart=task_warmstart(self.warmstart, {c.task for c in self.cells}, cell.task),

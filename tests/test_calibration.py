@@ -1,5 +1,6 @@
 """bench calibrate: the ladder, the choice, the record, and runs that take their warm start from it."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -28,8 +29,8 @@ def entry(task="addition", scale="nano", steps=123, lr=1e-3, **ws):
 
 
 def cfg(**ws) -> RunConfig:
-    return RunConfig(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2steps"),
-                     warmstart=WarmStartConfig(calibrated=True, **ws))
+    return RunConfig.compose(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2steps"),
+                             warmstart=WarmStartConfig(calibrated=True, **ws))
 
 
 def test_calibrated_runs_take_steps_and_lr_from_the_record(tmp_path, monkeypatch):
@@ -47,8 +48,8 @@ def test_calibrated_runs_take_steps_and_lr_from_the_record(tmp_path, monkeypatch
     calibration.write(entry(steps=200, lr=1e-3))
     assert cfg().run_id != c.run_id, "a new calibration gives new run ids"
     with pytest.raises(ValueError, match="bench calibrate --task addition --scale nano --param difficulty=hard"):
-        RunConfig(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2steps"),
-                  task_params={"difficulty": "hard"}, warmstart=WarmStartConfig(calibrated=True))
+        RunConfig.compose(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2steps"),
+                          task_params={"difficulty": "hard"}, warmstart=WarmStartConfig(calibrated=True))
     assert cfg(steps=50).warmstart.steps == 50, "stated steps are kept"
 
 
@@ -56,8 +57,8 @@ def test_the_committed_calibrations_still_match_and_task_params_take_the_sft_tas
     """A warm-start field added later (task_params) must not unmatch every committed entry; with
     warmstart.task_params a calibrated run takes the entry of the task its SFT data comes from."""
     def run(task_params, ws_params):
-        return RunConfig(recipe=algorithms.get("grpo"), task="gcd", scale="nano", budget=Budget.parse("2steps"),
-                         task_params=task_params, warmstart=WarmStartConfig(calibrated=True, task_params=ws_params))
+        return RunConfig.compose(recipe=algorithms.get("grpo"), task="gcd", scale="nano", budget=Budget.parse("2steps"),
+                                 task_params=task_params, warmstart=WarmStartConfig(calibrated=True, task_params=ws_params))
 
     default = run({}, {})
     assert default.warmstart.steps == calibration.lookup("gcd", {}, "nano", WarmStartConfig())["steps"]
@@ -170,3 +171,29 @@ def test_the_cli_default_ladder_is_the_ladder_module_s():
     from bench.cli import LADDER_DEFAULT  # a copy, so that `bench --help` never imports torch
 
     assert LADDER_DEFAULT == ladder.LADDER
+
+
+def test_validation_never_reads_the_calibration_and_a_process_reads_it_once(tmp_path, monkeypatch):
+    """steps and lr are filled in on the config's tree when it is built (RunConfig.compose, from_dict,
+    with_values); validating a config reads no file, and the record is read once while unchanged."""
+    path = tmp_path / "calibration.json"
+    monkeypatch.setattr(calibration, "PATH", path)
+    calibration.write(entry(steps=123, lr=1e-3))
+    reads = []
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (reads.append(self) if self == path else None,
+                                                                  real(self, *a, **k))[1])
+    c = cfg()
+    assert [cfg().warmstart.steps for _ in range(3)] == [123] * 3 and reads == [path], "read once, then remembered"
+    calibration.write(entry(steps=124, lr=1e-3))
+    assert cfg().warmstart.steps == 124 and len(reads) == 2, "a rewritten record is read again"
+
+    def no_read(*a, **k):
+        raise AssertionError("calibration.json read while validating a config that states its steps")
+
+    monkeypatch.setattr(calibration, "read", no_read)
+    assert RunConfig.from_dict(c.to_dict()) == c  # a stored config (run.json) states its steps
+    assert c.replace(seed=3).warmstart.steps == 123 and c.with_values({"train.lr": 1e-4}).warmstart.steps == 123
+    with pytest.raises(ValueError, match=r"warmstart.calibrated: .*RunConfig.compose"):
+        RunConfig(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2steps"),
+                  warmstart=WarmStartConfig(calibrated=True))

@@ -67,6 +67,12 @@ class LocalExecutor:
                                              initializer=init_local_worker)
         return self._pool
 
+    def call(self, fn: Callable, arg_lists: list[tuple]) -> list:
+        """fn(*args) for each args in a worker process, the results in order: `bench tune`'s workers,
+        one long call each (a trial's run goes through worker.run_one there)."""
+        futures = [self._get_pool().submit(fn, *args) for args in arg_lists]
+        return [f.result() for f in futures]
+
     def run(self, jobs: list[Job], on_done: Callable[[dict], None]) -> None:
         pending = {self._get_pool().submit(run_job, *job): job for job in jobs}
         while pending:

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from algorithms.errors import ConfigError, InputError
-from bench import results
+from bench import preflight
 from bench.config import RunConfig
+from bench.typed import merge, unflatten
 from bench.suite import Cell, Suite
 from bench.tune import space as spaces
 from bench.tune.settings import TuneSettings, tuning_warmstarts
@@ -46,6 +46,8 @@ class StudySpec:
     space: tuple[spaces.Param, ...]
     settings: TuneSettings
     n_evals: int  # evaluations after the start (pruning steps 1..n_evals)
+    budget: str  # the base's budget and config id (what a study in a storage is checked against)
+    base_config_id: str
 
     @property
     def base(self) -> dict:
@@ -65,13 +67,13 @@ def plan(suite: Suite, recipes: list[str], cells: list[Cell], settings: TuneSett
         if not cells:
             raise InputError(f"{suite.path}: tune.cell = {settings.cell!r} is not among the cells selected to tune "
                              "(drop --only cell=..., or select it)")
-    out = []
+    out, checked = [], []
     for cell in cells:
         for recipe in (r for r in recipes if r in suite.cell_recipes(cell)):  # a regime may run a subset
             # each tuning seed from a warm start no evaluation run uses (tune.warmstarts, settings.py)
             ws = tuning_warmstarts(suite, cell, settings)
-            cfgs = [suite.run_config(cell, recipe, sd).with_values({"warmstart.seed": w})
-                    for sd, w in zip(settings.seeds, ws)]
+            cfgs = [suite.run_config(cell, recipe, sd, extra={"warmstart.seed": w}) for sd, w in zip(settings.seeds, ws)]
+            checked += cfgs
             cfg = cfgs[0]
             bases = tuple(c.to_dict() for c in cfgs)
             where = f"{suite.path}: search space of {recipe}"
@@ -81,7 +83,8 @@ def plan(suite: Suite, recipes: list[str], cells: list[Cell], settings: TuneSett
             if settings.sampler == "grid":
                 check_grid(sp, settings.trials, where)
             out.append(StudySpec(study_name(suite.name, cell.name, recipe), suite.name, cell.name, recipe,
-                                 bases, sp, settings, len(cfg.eval.fractions) - 1))
+                                 bases, sp, settings, len(cfg.eval.fractions) - 1, str(cfg.budget), cfg.config_id))
+    preflight.check_runs(checked)  # the task, scale, device and backend of every base: before any run
     return out
 
 
@@ -154,11 +157,10 @@ def create(storage, spec: StudySpec):
     import optuna
 
     study = optuna.create_study(study_name=spec.name, storage=storage, direction="maximize", load_if_exists=True)
-    cfg = RunConfig.from_dict(spec.base)
     attrs = {"suite": spec.suite, "cell": spec.cell, "recipe": spec.recipe, "objective": spec.settings.objective,
              "metric": spec.settings.accuracy,
-             "budget": str(cfg.budget), "seeds": list(spec.settings.seeds), "sampler": spec.settings.sampler,
-             "base_config_id": cfg.config_id}
+             "budget": spec.budget, "seeds": list(spec.settings.seeds), "sampler": spec.settings.sampler,
+             "base_config_id": spec.base_config_id}
     old = study.user_attrs
     clash = {k: (old[k], v) for k, v in attrs.items() if k in old and old[k] != v}
     if clash:
@@ -232,10 +234,10 @@ def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> flo
                       for p, v in params.items())
     values, ids = [], []
     for i, seed in enumerate(spec.settings.seeds):
-        cfg = RunConfig.from_dict(spec.bases[i]).with_values(params)
-        # no `suite` tag: a trial is not one of the suite's runs (leaderboards selecting by tag skip it)
-        cfg = cfg.replace(tags={"cell": spec.cell, "study": spec.name, "trial": trial.number, "params": params},
-                          threads=threads)
+        # built once: the tuning seed's base with the sampled values, its trial tags and threads. No
+        # `suite` tag: a trial is not one of the suite's runs (leaderboards selecting by tag skip it)
+        cfg = RunConfig.from_dict({**merge(spec.bases[i], unflatten(params)), "threads": threads,
+                                   "tags": {"cell": spec.cell, "study": spec.name, "trial": trial.number, "params": params}})
         ids.append(cfg.run_id)
         trial.set_user_attr("run_ids", ids)
         trial.set_user_attr("run_id", ids[0])
@@ -256,17 +258,16 @@ def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> flo
 
 
 def _train(cfg: RunConfig, number: int, rep: _Reporter, root: Path) -> tuple[str, str, float]:
-    """Train one run of a trial: (status, reason, wall seconds)."""
-    from bench.harness.locks import remove_temp, run_lock
-    from bench.harness.worker import trainer
+    """Train one run of a trial through the harness's `run_one`: (status, reason, wall seconds)."""
+    from bench.harness import worker
 
-    t0 = time.perf_counter()
-    with run_lock(root, cfg.run_id, wait=True):  # a trial's run id is its own; the lock guards a stale temp dir
-        if results.is_finished(root, cfg.run_id):
-            raise RuntimeError(f"run {cfg.run_id} of trial {number} already has a record")
-        remove_temp(root, cfg.run_id)
-        res = trainer(cfg, root=root, on_eval=rep).run()
-    return res.status, res.reason, time.perf_counter() - t0
+    # a trial's run id is its own; waiting on its lock only guards a stale temp dir
+    ran = worker.run_one(cfg, root, wait=True, resume=False, on_eval=rep)
+    if ran.status == "done":
+        raise RuntimeError(f"run {cfg.run_id} of trial {number} already has a record")
+    if ran.error is not None:
+        raise ran.error  # Optuna records the trial as failed, with the cause
+    return ran.status, ran.reason, ran.wall_s
 
 
 def work(storage_url: str, specs: list[StudySpec], counts: list[int], root: str, threads: int, worker: int) -> int:
@@ -294,13 +295,6 @@ def work(storage_url: str, specs: list[StudySpec], counts: list[int], root: str,
     return n
 
 
-def _pool_work(args: tuple) -> int:
-    from bench.harness.worker import init_local_worker
-
-    init_local_worker()
-    return work(*args)
-
-
 def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, threads: int, out=None) -> None:
     """Create the studies, then run their remaining trials on `workers` processes (1: this one)."""
     out = out or sys.stdout
@@ -321,22 +315,12 @@ def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, thre
     if workers == 1:
         work(storage_url, specs, per_worker[0], str(root), threads, 0)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from bench.harness.executors import LocalExecutor
 
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-    try:
-        futs = [pool.submit(_pool_work, (storage_url, specs, per_worker[k], str(root), threads, k))
-                for k in range(workers)]
-        for f in futs:
-            f.result()
-    except BaseException:  # Ctrl-C: stop the workers now (their running trials stay RUNNING in the storage)
-        procs = list((pool._processes or {}).values())  # no public handle before Python 3.14
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in procs:
-            proc.kill()
-        raise
-    pool.shutdown()
+    # the suites' local executor: spawned workers that die with this process; Ctrl-C stops them at
+    # once (their running trials stay RUNNING in the storage)
+    with LocalExecutor(workers) as ex:
+        ex.call(work, [(storage_url, specs, per_worker[k], str(root), threads, k) for k in range(workers)])
 
 
 def edges(space: tuple[spaces.Param, ...], params: dict) -> list[str]:

@@ -114,7 +114,7 @@ def test_an_interrupted_run_is_not_a_record_and_a_suite_worker_resumes_it(bench_
         worker.trainer(cfg, root=root, checkpoint_every=2, callbacks=[Interrupt(3)]).run()
     assert not results.is_finished(root, cfg.run_id) and results.problems(root) == []
     assert results.scan(root)["runs"].collect().height == 0
-    out = worker.run_one(cfg.to_dict(), str(root))
+    (out,) = worker.run_job([cfg.to_dict()], str(root))
     assert out["status"] == "finished" and out["resumed_from"] == 2
     assert_same_record(ref.path, results.run_dir(root, cfg.run_id))
 

@@ -252,5 +252,5 @@ def test_each_run_config_is_built_once_in_the_parent_and_once_in_the_worker(tmp_
     monkeypatch.setattr(trainer_mod, "Trainer", FakeTrainer)
     built.clear()
     rid, d = next(iter(jobs.items()))
-    out = worker.run_one(d, str(tmp_path / "results"))
+    (out,) = worker.run_job([d], str(tmp_path / "results"))
     assert out["run_id"] == rid and out["status"] == "finished" and built == ["init"]

@@ -65,7 +65,7 @@ def test_setup_failure_is_a_failed_record_with_the_real_cause(extra, cause, code
     # a suite sees a record, not a pending run: it does not retry it forever (only --retry-failed does)
     cfg = RunConfig.from_dict(meta["config"])
     assert results.is_finished(tmp_path, cfg.run_id)
-    assert worker.run_one(cfg.to_dict(), str(tmp_path))["status"] == "done"
+    assert worker.run_one(cfg, tmp_path).status == "done"
 
 
 # ---------------------------------------------------------------- item 3: NaN anywhere is diverged
@@ -183,7 +183,7 @@ def test_corrupt_runs_are_named_skipped_and_redone(tmp_path, monkeypatch, capsys
             from bench.engine.trainer import RunResult
             return RunResult(self.cfg.run_id, "finished", results.run_dir(self.root, self.cfg.run_id))
     monkeypatch.setattr("bench.engine.trainer.Trainer", FakeTrainer)
-    out = worker.run_one(badpq.to_dict(), str(tmp_path))
+    (out,) = worker.run_job([badpq.to_dict()], str(tmp_path))
     assert out["status"] == "finished" and results.is_finished(tmp_path, badpq.run_id)
     (kept,) = (tmp_path / "quarantine").iterdir()
     assert kept.name == f"{badpq.run_id}.0" and (kept / "run.json").is_file()
