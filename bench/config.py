@@ -406,6 +406,14 @@ class Claim(Section):
     # a claim on a steps:/slope: metric is its own mechanism, and every claim reports the outcome (the
     # report's primary) too
     mechanism: str | None = None
+    # The engagement gate: the part acts when |value| of `engage` (steps:COLUMN, slope:COLUMN or
+    # fall:COLUMN, the relative fall of the column from the run's first budget bin to its last; columns
+    # may be summed, steps:policy/clip_frac_low+policy/clip_frac_high) reaches `engage_min`, read on
+    # `engage_arm`: arm a's or b's mean over seeds, or |mean a − mean b| ("diff": the share a part
+    # moves). A claim below its gate is `not engaged`: neither reproduced nor contradicted.
+    engage: str | None = None
+    engage_min: float | None = Field(None, gt=0)
+    engage_arm: Literal["a", "b", "diff"] = "a"
 
     def arm(self, which: str) -> tuple[str, str]:
         """(recipe, cell) of arm 'a' or 'b'."""
@@ -419,8 +427,9 @@ class Claim(Section):
 
     @property
     def step_columns(self) -> list[str]:
-        """The steps.parquet columns the claim reads (its metric or mechanism, steps:COLUMN or slope:COLUMN)."""
-        return [m.partition(":")[2] for m in (self.metric, self.mechanism or "") if m.startswith(("steps:", "slope:"))]
+        """The steps.parquet columns the claim reads (its metric, mechanism or engagement gate)."""
+        return [col for m in (self.metric, self.mechanism or "", self.engage or "")
+                if m.startswith(("steps:", "slope:", "fall:")) for col in m.partition(":")[2].split("+")]
 
 
 # What each accuracy column a report can read is, in the report's words.

@@ -50,6 +50,9 @@
     b = "grpo"
     metric = "steps:policy/entropy"
     expect = "greater"
+    engage = "steps:policy/clip_frac_high"   # the engagement gate: the part acts when |the metric| on
+    engage_min = 0.02                        # engage_arm (a, b, or diff = |a − b|; default a) reaches
+    engage_arm = "b"                         # engage_min; below it the claim is `not engaged`
     [resources]                       # execution only, never hashed
     threads = 1                       # torch threads per run (0: divide the machine's cores)
     gpus_per_run = 1.0                # Ray: GPUs a cuda run reserves (fractions pack runs on a GPU)
@@ -515,6 +518,12 @@ def from_dict(data: dict, path: Path | str = "<suite>") -> Suite:
                           "mechanism is for a claim decided on an accuracy metric")
             if (why := _step_metric_error(c.mechanism)) is not None:
                 raise err(f"claims.{name}.mechanism", f"got {c.mechanism!r}; expected {why}")
+        if (c.engage is None) != (c.engage_min is None):
+            raise err(f"claims.{name}.{'engage_min' if c.engage_min is None else 'engage'}",
+                      "an engagement gate needs both engage (the mechanism metric) and engage_min (the value at "
+                      "which the part acts)")
+        if c.engage is not None and (why := _step_metric_error(c.engage, gate=True)) is not None:
+            raise err(f"claims.{name}.engage", f"got {c.engage!r}; expected {why}")
         claims.append(c)
     if claims:
         suite = suite.replace(claims=tuple(claims))
@@ -531,14 +540,19 @@ _VARIANT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _RECIPE_FIELDS = tuple(f.name for f in dataclasses.fields(algorithms.Recipe) if f.name not in ("name", "description"))
 
 
-def _step_metric_error(metric: str) -> str | None:
-    """None when metric is steps:COLUMN or slope:COLUMN of a steps.parquet column, else what is expected."""
+def _step_metric_error(metric: str, gate: bool = False) -> str | None:
+    """None when metric is steps:COLUMN or slope:COLUMN of a steps.parquet column (for an engagement
+    gate also fall:COLUMN, and COLUMN may be A+B), else what is expected."""
     kind, _, col = metric.partition(":")
-    if kind in ("steps", "slope") and col in step_schema():
+    kinds = ("steps", "slope", "fall") if gate else ("steps", "slope")
+    cols = col.split("+") if gate else [col]
+    bad = [c for c in cols if c not in step_schema()]
+    if kind in kinds and not bad:
         return None
-    return ("steps:COLUMN (its mean over the run) or slope:COLUMN (its slope over the run's budget) with COLUMN a "
-            "steps.parquet column" + (f" ({unknown('column', col, list(step_schema()))})"
-                                      if kind in ("steps", "slope") else ""))
+    return ("steps:COLUMN (its mean over the run) or slope:COLUMN (its slope over the run's budget)"
+            + (", fall:COLUMN (its relative fall from the first budget bin to the last), COLUMN a steps.parquet "
+               "column or several joined by '+'" if gate else " with COLUMN a steps.parquet column")
+            + (f" ({unknown('column', bad[0], list(step_schema()))})" if kind in kinds else ""))
 
 
 def _file_recipes(f: SuiteFile, path: Path, err) -> SuiteFile:

@@ -194,7 +194,7 @@ def accuracy_kl_frontier(evals: pl.DataFrame, cells: list[str], colors: dict, yl
     return fig
 
 
-VERDICT_COLORS = {"reproduced": "#2a9d4b", "contradicted": "#c0392b", "undecided": "0.55"}
+VERDICT_COLORS = {"reproduced": "#2a9d4b", "contradicted": "#c0392b", "undecided": "0.55", "not engaged": "#9bb7d4"}
 
 
 def claims(t: pl.DataFrame) -> plt.Figure:
@@ -223,7 +223,7 @@ def claims(t: pl.DataFrame) -> plt.Figure:
     ax.invert_yaxis()
     ax.set_xlim(-lim * 1.05, lim * 1.05)
     ax.set_xlabel("a − b, paired by seed: in units of the claim's margin (band ±1), or ÷|b's mean| where it has none")
-    ax.set_title("Claims: verdicts (green reproduced, red contradicted, grey undecided)")
+    ax.set_title("Claims: verdicts (green reproduced, red contradicted, grey undecided, pale blue not engaged)")
     fig.tight_layout()
     return fig
 

@@ -253,7 +253,7 @@ def curve_frame(data: Data, value_cols: list[str], frame: str = "steps") -> pl.D
             .with_columns(pl.col("value").fill_nan(None)))
 
 
-CLAIM_VERDICTS = ("reproduced", "contradicted", "undecided")
+CLAIM_VERDICTS = ("reproduced", "contradicted", "undecided", "not engaged")
 
 
 def auc_to(flops, acc, x: float) -> float:
@@ -278,15 +278,36 @@ def _claim_values(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, 
         out = {seed: auc_to(r["flops"].to_numpy(), r["acc"].to_numpy(), x)
                for (seed,), r in g.group_by("seed", maintain_order=True)}
         return {k: v for k, v in out.items() if math.isfinite(v)}
-    slope = metric.startswith("slope:")
-    col = metric.removeprefix("slope:" if slope else "steps:")
-    if col not in steps.columns:
+    kind, _, cols = metric.partition(":")
+    if any(c not in steps.columns for c in cols.split("+")):
         return {}
     g = steps.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe))
-    if slope:  # least squares over the run's budget bins: the change per whole budget
-        return {seed: stats.linear_slope(r["frac"].to_numpy(), r[col].to_numpy())
-                for (seed,), r in g.group_by("seed", maintain_order=True)}
-    return {seed: stats.mean(r[col].to_numpy()) for (seed,), r in g.group_by("seed", maintain_order=True)}
+    g = g.with_columns(pl.sum_horizontal(cols.split("+")).alias("__value")) if "+" in cols else \
+        g.with_columns(pl.col(cols).alias("__value"))
+    by = g.group_by("seed", maintain_order=True)
+    if kind == "slope":  # least squares over the run's budget bins: the change per whole budget
+        return {seed: stats.linear_slope(r["frac"].to_numpy(), r["__value"].to_numpy()) for (seed,), r in by}
+    if kind == "fall":  # relative fall from the first budget bin to the last (0.3: fell by 30%)
+        return {seed: _fall(r.sort("frac")["__value"].to_numpy()) for (seed,), r in by}
+    return {seed: stats.mean(r["__value"].to_numpy()) for (seed,), r in by}
+
+
+def _fall(v) -> float:
+    """(first − last) / |first| of a run's binned column (nan when either end is missing or first is 0)."""
+    ok = [float(x) for x in v if x is not None and math.isfinite(x)]
+    return (ok[0] - ok[-1]) / abs(ok[0]) if len(ok) >= 2 and ok[0] != 0 else math.nan
+
+
+def engagement(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, claim) -> tuple[float, bool] | None:
+    """(the gate's value, engaged) of a claim with an engagement gate, else None: |the mean over seeds|
+    of `engage` on arm a or b, or |mean a − mean b| for engage_arm "diff"; engaged when it reaches
+    engage_min. A gate whose column no run recorded reads nan: not engaged (nothing shows the part acted)."""
+    if claim.engage is None:
+        return None
+    means = {w: stats.mean(list(_claim_values(runs, steps, evals, claim.engage, *claim.arm(w)).values()) or [math.nan])
+             for w in ("a", "b")}
+    value = abs(means["a"] - means["b"]) if claim.engage_arm == "diff" else abs(means[claim.engage_arm])
+    return value, bool(math.isfinite(value) and value >= claim.engage_min)
 
 
 def _contrast(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, metric: str, a: tuple[str, str],
@@ -296,8 +317,17 @@ def _contrast(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, metr
     return x, y, stats.paired_t(x, y)
 
 
-def claim_verdict(expect: str, diff: float, p_holm: float, equivalent: bool, n: int) -> str:
-    """reproduced / contradicted / undecided (see `claims`)."""
+def claim_verdict(expect: str, diff: float, p_holm: float, equivalent: bool, n: int, engaged: bool | None = None) -> str:
+    """reproduced / contradicted / undecided / not engaged (see `claims`): one rule for every claim.
+
+    A claim whose part did not act (engaged False) is not engaged, whatever its numbers. A claimed
+    difference (greater / less) is decided by significance and direction alone: reproduced when Holm's
+    p < 0.05 in the claimed direction, contradicted when in the other, else undecided; being smaller
+    than the margin is a qualifier on either (`claim_qualifier`), not a verdict of its own. An
+    equivalence claim is about the margin: reproduced when TOST puts the interval inside ±margin,
+    contradicted when the difference is significant and not shown inside it, else undecided."""
+    if engaged is False:
+        return "not engaged"
     if n < 2:
         return "undecided"
     sig = math.isfinite(p_holm) and p_holm < stats.ALPHA
@@ -305,7 +335,19 @@ def claim_verdict(expect: str, diff: float, p_holm: float, equivalent: bool, n: 
         return "reproduced" if equivalent else "contradicted" if sig else "undecided"
     if sig:
         return "reproduced" if (diff > 0) == (expect == "greater") else "contradicted"
-    return "contradicted" if equivalent else "undecided"
+    return "undecided"
+
+
+def claim_qualifier(expect: str, p_holm: float, equivalent: bool) -> str:
+    """What qualifies a claim's verdict: a difference shown smaller than the margin ("inside ±margin"),
+    on a significant effect or not; "" otherwise (and for an equivalence claim, whose margin is its
+    subject, unless its difference is also significant)."""
+    if not equivalent:
+        return ""
+    sig = math.isfinite(p_holm) and p_holm < stats.ALPHA
+    if expect == "equivalent":
+        return "significant, inside ±margin" if sig else ""
+    return "significant, inside ±margin" if sig else "inside ±margin"
 
 
 def claim_finding(diff: float, p_holm: float, equivalent: bool, n: int) -> str:
@@ -362,13 +404,17 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
     steps:/slope: metric, else its declared `mechanism`, else null) and on the outcome (its metric when
     that is an accuracy metric, else the report's primary), each with its unadjusted p.
 
-    The verdict:
+    The engagement gate (a claim's `engage`, `engage_min`, `engage_arm`; `engagement`): engaged when
+    the part acted enough to matter; engage_value is what the gate read. A claim whose gate reads below
+    its threshold is `not engaged`: no verdict on the paper, and not in Holm's family (p_holm null),
+    which is the engaged (or ungated) claims'. engaged is null for a claim that declares no gate.
 
-    expect greater/less: reproduced when Holm p < 0.05 in the claimed direction; contradicted when
-    Holm p < 0.05 in the other direction, or when the difference is shown smaller than the margin
-    (TOST, where a margin applies); else undecided. expect equivalent: reproduced when TOST puts
-    the 90% interval inside ±margin; contradicted when Holm p < 0.05; else undecided. The margin is
-    the claim's own, else the report's for accuracy metrics (none for steps: metrics).
+    The verdict (`claim_verdict`, one rule): expect greater/less: reproduced when Holm p < 0.05 in the
+    claimed direction; contradicted when Holm p < 0.05 in the other direction; else undecided, with
+    a difference shown smaller than the margin (TOST) a qualifier on any of them (`qualifier`), not a
+    verdict. expect equivalent: reproduced when TOST puts the 90% interval inside ±margin;
+    contradicted when Holm p < 0.05 and not inside; else undecided. The margin is the claim's own,
+    else the report's for accuracy metrics (none for steps: metrics).
 
     finding: what the contrast shows in the leaderboard's words and by its rule (claim_finding);
     leaderboard: the leaderboard's own verdict on the same contrast where it has one (a recipe
@@ -396,7 +442,11 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
                           f"{key}_hi": r.hi if r else None, f"{key}_p": r.p if r else None})
         margin = c.margin if c.margin is not None else (suite.report.margin if accuracy else math.nan)
         eq = bool(math.isfinite(margin) and stats.equivalent(x, y, margin))
-        ps.append(t.p)
+        gate = engagement(runs, steps, evals, c)
+        ps.append(t.p if gate is None or gate[1] else math.nan)  # Holm's family: the claims whose part acted
+        extra.update({"engage": c.engage, "engage_arm": c.engage_arm if gate else None,
+                      "engage_value": gate[0] if gate else None, "engage_min": c.engage_min,
+                      "engaged": gate[1] if gate else None})
         rows.append({"claim": c.name, "paper": c.paper, "statement": c.claim, "metric": c.metric,
                      "a": f"{ra}@{ca}", "b": f"{rb}@{cb}", "expect": c.expect, "n": t.n,
                      "mean_a": stats.mean(x), "mean_b": stats.mean(y), "diff": t.diff, "diff_lo": t.lo,
@@ -406,20 +456,22 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
                      "parts_differing": len(diff), **extra})
     for row, p_holm in zip(rows, stats.holm(ps)):
         row["p_holm"] = p_holm
-        row["verdict"] = claim_verdict(row["expect"], row["diff"], p_holm, row["equivalent"], row["n"])
-        row["finding"] = claim_finding(row["diff"], p_holm, row["equivalent"], row["n"])
+        row["verdict"] = claim_verdict(row["expect"], row["diff"], p_holm, row["equivalent"], row["n"], row["engaged"])
+        row["qualifier"] = "" if row["engaged"] is False else claim_qualifier(row["expect"], p_holm, row["equivalent"])
+        row["finding"] = claim_finding(row["diff"], p_holm, row["equivalent"], row["n"])  # outside the family: no test
     cols = ["claim", "paper", "statement", "metric", "a", "b", "expect", "n", "mean_a", "mean_b", "diff", "diff_lo",
-            "diff_hi", "p", "p_holm", "margin", "equivalent", "verdict", "finding", "leaderboard", "parts_differing",
+            "diff_hi", "p", "p_holm", "margin", "equivalent", "engaged", "engage", "engage_arm", "engage_value",
+            "engage_min", "verdict", "qualifier", "finding", "leaderboard", "parts_differing",
             "differs", *(f"{k}{s}" for k in ("mechanism", "outcome") for s in ("", "_diff", "_lo", "_hi", "_p"))]
     if kind == "sanity":
         for r in rows:
             r["passed"] = r["verdict"] == "reproduced"
         cols += ["passed"]
     strings = {"claim", "paper", "statement", "metric", "a", "b", "expect", "verdict", "finding", "leaderboard", "differs",
-               "mechanism", "outcome"}
+               "mechanism", "outcome", "engage", "engage_arm", "qualifier"}
     return pl.DataFrame([{k: r[k] for k in cols} for r in rows], schema={
         k: pl.String if k in strings else pl.Int64 if k in ("n", "parts_differing")
-        else pl.Boolean if k in ("equivalent", "passed") else pl.Float64 for k in cols})
+        else pl.Boolean if k in ("equivalent", "passed", "engaged") else pl.Float64 for k in cols})
 
 
 SCALE_COLUMNS = {"task": pl.String, "regime": pl.String, "scale": pl.String, "cell": pl.String, "params": pl.Int64,

@@ -77,6 +77,16 @@ def test_claims_parse_and_select_their_runs(tmp_path):
     (('"steps:adv/low_std_weight_frac"\nexpect = "greater"', '"auc"\nexpect = "greater"\nmechanism = "steps:kl/nope"'),
      "claims.std.mechanism", "unknown column 'kl/nope'"),
     (('expect = "greater"', 'expect = "equivalent"'), "claims.std.margin", "on a steps: metric needs its own margin"),
+    (('expect = "greater"', 'expect = "greater"\nengage = "steps:kl/k1"'), "claims.std.engage_min", "needs both"),
+    (('expect = "greater"', 'expect = "greater"\nengage_min = 0.02'), "claims.std.engage", "needs both"),
+    (('expect = "greater"', 'expect = "greater"\nengage = "kl/k1"\nengage_min = 0.02'), "claims.std.engage",
+     "fall:COLUMN"),
+    (('expect = "greater"', 'expect = "greater"\nengage = "steps:kl/k1+kl/nope"\nengage_min = 0.02'),
+     "claims.std.engage", "unknown column 'kl/nope'"),
+    (('expect = "greater"', 'expect = "greater"\nengage = "steps:kl/k1"\nengage_min = 0'), "claims.std.engage_min",
+     "> 0"),
+    (('expect = "greater"', 'expect = "greater"\nengage = "steps:kl/k1"\nengage_min = 0.1\nengage_arm = "c"'),
+     "claims.std.engage_arm", "'diff'"),
 ])
 def test_bad_claims_fail_with_file_and_key(tmp_path, change, key, needle):
     with pytest.raises(ValueError) as e:
@@ -103,12 +113,28 @@ def test_verdict_rule():
     assert v("greater", 0.03, 0.01, False, 10) == "reproduced"
     assert v("greater", -0.03, 0.01, False, 10) == "contradicted"  # significant the other way
     assert v("less", -0.03, 0.01, False, 10) == "reproduced"
-    assert v("greater", 0.003, 0.4, True, 10) == "contradicted"  # a claimed gain shown smaller than the margin
+    assert v("greater", 0.003, 0.4, True, 10) == "undecided"  # shown smaller than the margin: a qualifier, not a verdict
+    assert T.claim_qualifier("greater", 0.4, True) == "inside ±margin"
     assert v("greater", 0.01, 0.2, False, 10) == "undecided"
     assert v("equivalent", 0.001, 0.8, True, 10) == "reproduced"
     assert v("equivalent", 0.05, 0.001, False, 10) == "contradicted"
     assert v("equivalent", 0.01, 0.3, False, 10) == "undecided"
     assert v("greater", 0.5, 0.0, False, 1) == "undecided"  # one seed decides nothing
+    assert v("greater", 0.03, 0.01, False, 10, engaged=False) == "not engaged"  # the part never acted
+    assert v("equivalent", 0.001, 0.8, True, 10, engaged=False) == "not engaged"
+    assert v("greater", 0.03, 0.01, False, 10, engaged=True) == v("greater", 0.03, 0.01, False, 10, engaged=None)
+
+
+def test_one_verdict_rule_is_symmetric_at_the_margin():
+    """Issue 42's case: a significant −0.012 and a significant +0.013, each inside ±0.02, on claims
+    that expect a rise: the same kind of verdict, opposite directions, the same qualifier; and the
+    same two effects when not significant are both undecided, not one contradicted."""
+    v, q = T.claim_verdict, T.claim_qualifier
+    down, up = v("greater", -0.012, 0.04, True, 5), v("greater", +0.013, 0.043, True, 5)
+    assert (down, up) == ("contradicted", "reproduced")
+    assert q("greater", 0.04, True) == q("greater", 0.043, True) == "significant, inside ±margin"
+    assert v("less", -0.012, 0.04, True, 5) == v("greater", +0.013, 0.043, True, 5) == "reproduced"
+    assert v("less", -0.012, 0.056, True, 5) == v("greater", +0.013, 0.056, True, 5) == "undecided"
 
 
 def test_shipped_claims_suite_shares_family_2026s_runs():
@@ -135,6 +161,38 @@ def test_a_growth_claim_reads_a_slope_over_the_budget():
     assert T._claim_values(empty, steps, empty, "steps:len/incorrect", "grpo", "c") == pytest.approx(
         {0: 56.25, 1: 42.5})  # the mean, for contrast
     assert T._claim_values(empty, steps, empty, "slope:len/nope", "grpo", "c") == {}
+
+
+def test_the_engagement_gate_reads_its_arm_and_its_threshold():
+    """The gate: |mean over seeds| of the gate's metric on arm a, arm b, or |a − b|, against engage_min;
+    summed columns (A+B) and fall: (relative fall from the first bin to the last) read the binned steps;
+    a column no run recorded is not engaged (nothing shows the part acted)."""
+    import polars as pl
+    from bench.config import Claim
+
+    frac = [0.5, 1.0]
+    rows = {"cell": ["c"] * 8, "recipe": ["x"] * 4 + ["y"] * 4, "seed": [0, 0, 1, 1] * 2, "frac": frac * 4,
+            "policy/clip_frac_low": [0.01, 0.01, 0.01, 0.01, 0.0, 0.0, 0.0, 0.0],
+            "policy/clip_frac_high": [0.005, 0.015, 0.005, 0.015, 0.001, 0.001, 0.001, 0.001],
+            "policy/entropy": [1.0, 0.6, 1.0, 0.8, 1.0, 1.0, 1.0, 0.9]}
+    steps, empty = pl.DataFrame(rows), pl.DataFrame()
+
+    def gate(engage, engage_min, arm="a"):
+        c = Claim(paper="p", claim="c", cell="c", a="x", b="y", metric="auc", expect="greater", engage=engage,
+                  engage_min=engage_min, engage_arm=arm)
+        return T.engagement(empty, steps, empty, c)
+
+    both = "steps:policy/clip_frac_low+policy/clip_frac_high"
+    assert gate(both, 0.02) == (pytest.approx(0.02), True)  # 0.01 + mean(0.005, 0.015): exactly at the gate
+    assert gate(both, 0.021) == (pytest.approx(0.02), False)
+    assert gate(both, 0.02, "b") == (pytest.approx(0.001), False)
+    assert gate(both, 0.019, "diff") == (pytest.approx(0.019), True)
+    assert gate("fall:policy/entropy", 0.3) == (pytest.approx(0.3), True)  # falls 40% and 20%: 30% on average
+    assert gate("fall:policy/entropy", 0.3, "b")[1] is False
+    value, engaged = gate("steps:policy/cov_frac", 0.02)
+    assert engaged is False and value != value  # not recorded: nan, not engaged
+    c = Claim(paper="p", claim="c", cell="c", a="x", b="y", metric="auc", expect="greater")
+    assert T.engagement(empty, steps, empty, c) is None  # no gate declared
 
 
 def test_an_outcome_claim_names_its_mechanism_and_a_step_claim_is_its_own(tmp_path):

@@ -24,10 +24,15 @@ def claims(ctx: Context) -> list:
     out = [Heading(2, "Claims"),
            Para(f"{table_.height} claims of the literature, each an experiment declared in the suite file: a contrast "
                 "a − b of two arms (recipe@cell) on one metric, paired by seed, with its 95% paired t interval and "
-                "Holm's adjustment over the suite's claims. Verdict: *reproduced* when the adjusted p < 0.05 in the "
-                "claimed direction (or, for an equivalence claim, the 90% interval lies inside ±margin); "
-                "*contradicted* when it is significant the other way, or a claimed difference is shown smaller than "
-                "the margin; *undecided at this power* otherwise. "
+                "Holm's adjustment over the engaged claims. Each claim first passes an engagement gate: the metric "
+                "through which its part acts must reach the value at which it acts enough to matter (the gate "
+                "column: metric, arm, value measured, threshold); below it the verdict is *not engaged* (the part "
+                "barely acted, so the runs say nothing about the paper) and the claim is left out of Holm's family. "
+                "One rule decides the others: *reproduced* when the adjusted p < 0.05 in the claimed direction (for "
+                "an equivalence claim: the 90% interval lies inside ±margin); *contradicted* when it is significant "
+                "the other way (an equivalence claim: significant and not inside ±margin); *undecided at this power* "
+                "otherwise. A difference shown smaller than the margin qualifies any of them (the qualifier column), "
+                "it is not a verdict of its own. "
                 + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". "
                 + _one_part(table_)),
            table(table_, {
@@ -41,7 +46,8 @@ def claims(ctx: Context) -> list:
                "outcome Δ [95% CI]": lambda r: _side(r, "outcome"),
                "finding / leaderboard": lambda r: f"{r['finding']} / {r['leaderboard'] or '-'}",
                "parts differing": lambda r: f"{r['parts_differing']} ({r['differs'] or '-'})",
-               "verdict": lambda r: r["verdict"]}),
+               "gate (value ≥ threshold)": _gate,
+               "verdict": lambda r: r["verdict"] + (f" ({r['qualifier']})" if r["qualifier"] else "")}),
            Para("Mechanism and outcome: every claim is also read on the mechanism it works through (its own metric "
                 "when that is a step metric, else the one the suite file names: KL drift, entropy, clip share, ratio "
                 f"drift, length slope) and on the outcome ({ctx.suite.report.primary}, its own metric when that is an "
@@ -50,6 +56,15 @@ def claims(ctx: Context) -> list:
            Para(_claims_vs_leaderboard(ctx, table_)),
            Para("Sources: " + "; ".join(f"{r['claim']}: {r['paper']}" for r in table_.iter_rows(named=True)) + ".")]
     return out
+
+
+def _gate(r: dict) -> str:
+    """A claim's engagement gate as 'metric on arm: value ≥ threshold ✓' ('-' without one)."""
+    if r["engage"] is None:
+        return "-"
+    arm = "|a − b|" if r["engage_arm"] == "diff" else f"arm {r['engage_arm']}"
+    return (f"{r['engage']} on {arm}: {num(r['engage_value'], '.3g')} {'≥' if r['engaged'] else '<'} "
+            f"{r['engage_min']:g}")
 
 
 def _side(r: dict, key: str) -> str:
@@ -76,7 +91,8 @@ def _claims_vs_leaderboard(ctx: Context, claims: pl.DataFrame) -> str:
     rs, base = ctx.suite.report, ctx.base
     text = ("Finding: what the contrast shows by the leaderboard's rule (greater / less when p_Holm < 0.05, else "
             "equivalent when the 90% interval lies inside ±margin, else undecided); the verdict reads it against "
-            "what the claim expects (a claimed difference shown equivalent is contradicted). Leaderboard: the "
+            "what the claim expects (a not-engaged claim is outside Holm's family: its finding tests nothing). "
+            "Leaderboard: the "
             f"leaderboard's verdict on the same contrast, for a claim that compares a recipe with {base} in one cell "
             f"on {rs.primary} (else -).")
     shared = claims.filter(pl.col("leaderboard").is_not_null())
@@ -84,7 +100,8 @@ def _claims_vs_leaderboard(ctx: Context, claims: pl.DataFrame) -> str:
         return text
     board = ctx.tables["leaderboard"]
     agree = shared.filter(pl.col("finding") == pl.col("leaderboard"))["claim"].to_list()
-    text += (f" Both use the same paired t-test and TOST; Holm's family differs (the {claims.height} claims here, the "
+    family = claims.filter(pl.col("engaged").fill_null(True)).height
+    text += (f" Both use the same paired t-test and TOST; Holm's family differs (the {family} engaged claims here, the "
              f"cell's comparisons with {base} there). The finding agrees with the leaderboard for {len(agree)} of "
              f"{shared.height} ({names(agree)})")
     differ = []

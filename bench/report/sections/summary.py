@@ -169,7 +169,7 @@ def summary(ctx: Context) -> list:
     if claims_ is not None:  # a claims suite leads with its verdicts
         counts = ", ".join(f"{claims_.filter(pl.col('verdict') == v).height} {v}" for v in T.CLAIM_VERDICTS)
         out.append(ctx.figure("claims.png", F.claims(claims_),
-                              f"The {claims_.height} claims' contrasts and verdicts ({counts}; Holm over the claims): "
+                              f"The {claims_.height} claims' contrasts and verdicts ({counts}; Holm over the engaged claims): "
                               "see Claims below for each claim's statement, mechanism and outcome."))
     if "coverage" in ctx.tables:
         out.append(coverage_figure(ctx))
