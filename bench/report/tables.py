@@ -317,6 +317,31 @@ def _contrast(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, metr
     return x, y, stats.paired_t(x, y)
 
 
+STEP_COST_TOL = 0.05  # arms whose FLOPs per step differ by more: their claim is also read at matched steps
+
+
+def flops_per_step(runs: pl.DataFrame, recipe: str, cell: str) -> float:
+    """An arm's mean FLOPs per optimizer step over its finished runs (data.runs: flops_spent / steps_done)."""
+    r = runs.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe) & (pl.col("status") == "finished")
+                    & (pl.col("steps_done") > 0))
+    return stats.mean((r["flops_spent"] / r["steps_done"]).to_numpy()) if r.height else math.nan
+
+
+def at_matched_steps(evals: pl.DataFrame, a: tuple[str, str], b: tuple[str, str]):
+    """(S, paired contrast) of two arms' mean accuracy over their first S optimizer steps, S the fewest
+    steps any of their runs reached at its last evaluation: the comparison at equal updates beside the
+    benchmark's at equal FLOPs, for arms whose step costs differ. None when S is 0 or no pair remains."""
+    arms = [evals.filter((pl.col("cell") == cell) & (pl.col("recipe") == recipe)) for recipe, cell in (a, b)]
+    if not all(g.height for g in arms):
+        return None
+    end = min(int(r["step"].max()) for g in arms for _, r in g.group_by("seed"))
+    if end <= 0:
+        return None
+    x, y = stats.paired(*({seed: stats.curve_mean_to(r["step"].to_numpy(), r["acc"].to_numpy(), float(end))
+                           for (seed,), r in g.group_by("seed", maintain_order=True)} for g in arms))
+    return (end, stats.paired_t(x, y)) if len(x) else None
+
+
 def claim_verdict(expect: str, diff: float, p_holm: float, equivalent: bool, n: int, engaged: bool | None = None) -> str:
     """reproduced / contradicted / undecided / not engaged (see `claims`): one rule for every claim.
 
@@ -404,6 +429,11 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
     steps:/slope: metric, else its declared `mechanism`, else null) and on the outcome (its metric when
     that is an accuracy metric, else the report's primary), each with its unadjusted p.
 
+    Step cost: flops_per_step_ratio is arm a's FLOPs per optimizer step over arm b's. Where it differs
+    from 1 by more than STEP_COST_TOL on an accuracy claim, the contrast is also read at matched steps
+    (`at_matched_steps`: mean accuracy over the first matched_steps updates; steps_diff, _lo, _hi, _p),
+    beside the verdict's, which stays at matched FLOPs (the benchmark's premise).
+
     The engagement gate (a claim's `engage`, `engage_min`, `engage_arm`; `engagement`): engaged when
     the part acted enough to matter; engage_value is what the gate read. A claim whose gate reads below
     its threshold is `not engaged`: no verdict on the paper, and not in Holm's family (p_holm null),
@@ -442,6 +472,13 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
                           f"{key}_hi": r.hi if r else None, f"{key}_p": r.p if r else None})
         margin = c.margin if c.margin is not None else (suite.report.margin if accuracy else math.nan)
         eq = bool(math.isfinite(margin) and stats.equivalent(x, y, margin))
+        cost = flops_per_step(data.runs, rb, cb)
+        ratio = flops_per_step(data.runs, ra, ca) / cost if cost else math.nan
+        matched = at_matched_steps(evals, (ra, ca), (rb, cb)) if (
+            accuracy and math.isfinite(ratio) and abs(ratio - 1) > STEP_COST_TOL) else None
+        extra.update({"flops_per_step_ratio": ratio, "matched_steps": matched[0] if matched else None,
+                      **{f"steps_{k}": getattr(matched[1], v) if matched else None
+                         for k, v in (("diff", "diff"), ("lo", "lo"), ("hi", "hi"), ("p", "p"))}})
         gate = engagement(runs, steps, evals, c)
         ps.append(t.p if gate is None or gate[1] else math.nan)  # Holm's family: the claims whose part acted
         extra.update({"engage": c.engage, "engage_arm": c.engage_arm if gate else None,
@@ -462,7 +499,8 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
     cols = ["claim", "paper", "statement", "metric", "a", "b", "expect", "n", "mean_a", "mean_b", "diff", "diff_lo",
             "diff_hi", "p", "p_holm", "margin", "equivalent", "engaged", "engage", "engage_arm", "engage_value",
             "engage_min", "verdict", "qualifier", "finding", "leaderboard", "parts_differing",
-            "differs", *(f"{k}{s}" for k in ("mechanism", "outcome") for s in ("", "_diff", "_lo", "_hi", "_p"))]
+            "differs", *(f"{k}{s}" for k in ("mechanism", "outcome") for s in ("", "_diff", "_lo", "_hi", "_p")),
+            "flops_per_step_ratio", "matched_steps", "steps_diff", "steps_lo", "steps_hi", "steps_p"]
     if kind == "sanity":
         for r in rows:
             r["passed"] = r["verdict"] == "reproduced"
@@ -470,7 +508,7 @@ def claims(suite: Suite, data: Data, board: pl.DataFrame | None = None, kind: st
     strings = {"claim", "paper", "statement", "metric", "a", "b", "expect", "verdict", "finding", "leaderboard", "differs",
                "mechanism", "outcome", "engage", "engage_arm", "qualifier"}
     return pl.DataFrame([{k: r[k] for k in cols} for r in rows], schema={
-        k: pl.String if k in strings else pl.Int64 if k in ("n", "parts_differing")
+        k: pl.String if k in strings else pl.Int64 if k in ("n", "parts_differing", "matched_steps")
         else pl.Boolean if k in ("equivalent", "passed", "engaged") else pl.Float64 for k in cols})
 
 

@@ -200,3 +200,34 @@ def test_an_outcome_claim_names_its_mechanism_and_a_step_claim_is_its_own(tmp_pa
         '"steps:adv/low_std_weight_frac"\nexpect = "greater"',
         '"auc"\nexpect = "greater"\nmechanism = "slope:len/incorrect"'))
     assert [c.mechanism for c in s.claims] == [None, "slope:len/incorrect"]
+
+
+def test_a_claim_whose_arms_cost_differently_per_step_is_also_read_at_matched_steps():
+    """Arm a spends 1.5x the FLOPs per step (a part that adds a forward pass): at matched FLOPs it made
+    fewer updates. at_matched_steps compares mean accuracy over the first S steps, S the fewest any run
+    reached; here a's accuracy rises 0.1 per 10 steps and b's 0.05, so over 20 steps a − b = 0.05."""
+    import polars as pl
+
+    rows = []
+    for recipe, steps_done, slope in (("a", 20, 0.01), ("b", 30, 0.005)):
+        for seed in (0, 1, 2):
+            for step in range(0, steps_done + 1, 10):
+                rows.append({"cell": "c", "recipe": recipe, "seed": seed, "step": step,
+                             "acc": 0.2 + slope * step + 0.001 * seed})
+    evals = pl.DataFrame(rows)
+    end, r = T.at_matched_steps(evals, ("a", "c"), ("b", "c"))
+    assert end == 20 and r.n == 3 and r.diff == pytest.approx(0.5 * 20 * (0.01 - 0.005))
+    runs = pl.DataFrame({"cell": ["c"] * 2, "recipe": ["a", "b"], "status": ["finished"] * 2, "steps_done": [20, 30],
+                         "flops_spent": [3e9, 3e9]})
+    assert T.flops_per_step(runs, "a", "c") / T.flops_per_step(runs, "b", "c") == pytest.approx(1.5)
+    assert T.at_matched_steps(evals, ("a", "c"), ("nope", "c")) is None
+
+
+def test_the_published_claims_read_compute_changing_contrasts_at_matched_steps_too():
+    import polars as pl
+
+    t = pl.read_csv(Path("reports/claims/claims.csv"))
+    far = t.filter((pl.col("flops_per_step_ratio") - 1).abs() > T.STEP_COST_TOL)
+    on_accuracy = far.filter(~pl.col("metric").str.starts_with("steps:") & ~pl.col("metric").str.starts_with("slope:"))
+    assert {"decoupled_corrects_staleness", "mismatch_slows_learning"} <= set(on_accuracy["claim"])
+    assert on_accuracy["matched_steps"].null_count() == 0 and on_accuracy["steps_diff"].null_count() == 0

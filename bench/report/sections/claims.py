@@ -53,9 +53,25 @@ def claims(ctx: Context) -> list:
                 f"drift, length slope) and on the outcome ({ctx.suite.report.primary}, its own metric when that is an "
                 "accuracy metric), the same arms paired by seed, each with its unadjusted p; only the claim's metric "
                 "decides its verdict."),
+           Para(_step_cost(table_)),
            Para(_claims_vs_leaderboard(ctx, table_)),
            Para("Sources: " + "; ".join(f"{r['claim']}: {r['paper']}" for r in table_.iter_rows(named=True)) + ".")]
     return out
+
+
+def _step_cost(t: pl.DataFrame) -> str:
+    """The claims whose arms differ in FLOPs per step, each also read at matched steps."""
+    text = (f"Step cost: every claim compares its arms at matched FLOPs, the benchmark's premise. Where the arms' "
+            f"FLOPs per optimizer step differ by more than {T.STEP_COST_TOL:.0%} (a part that adds a forward pass, "
+            "or changes how long answers are), an accuracy claim is also read at matched steps: mean accuracy over "
+            "the first S updates, S the fewest any of its runs made")
+    shown = t.filter(pl.col("matched_steps").is_not_null())
+    if not shown.height:
+        return text + "; no claim's arms differ that much."
+    return text + ": " + "; ".join(
+        f"{r['claim']} (a/b {r['flops_per_step_ratio']:.2f}× FLOPs per step): {ci(r['diff'], r['diff_lo'], r['diff_hi'], '.3g')} "
+        f"at matched FLOPs, {ci(r['steps_diff'], r['steps_lo'], r['steps_hi'], '.3g')} (p {num(r['steps_p'], '.2g')}) over "
+        f"the first {r['matched_steps']} steps" for r in shown.iter_rows(named=True)) + "."
 
 
 def _gate(r: dict) -> str:
