@@ -349,8 +349,14 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     plan = runner.make_plan(s, len(pending), args.executor, args.workers, args.threads, args.device, args.address,
                             args.gpus_per_run, args.stack)
     if plan.stack > 1 and args.checkpoint_every:
-        raise errors.InputError(f"--checkpoint-every {args.checkpoint_every}: stacks keep no resume checkpoints; "
-                                f"use --stack 1 (stack {plan.stack} from {'--stack' if args.stack else '[resources] stack'})")
+        if plan.stack_from.startswith("default"):  # a default yields to an explicit request
+            import dataclasses
+
+            plan = dataclasses.replace(plan, stack=1, stack_from="default, off for --checkpoint-every (stacks "
+                                       "keep no resume checkpoints)")
+        else:
+            raise errors.InputError(f"--checkpoint-every {args.checkpoint_every}: stacks keep no resume checkpoints; "
+                                    f"use --stack 1 (stack {plan.stack} from {plan.stack_from})")
     if args.dry_run:
         from bench.harness.plan import print_plan
 

@@ -370,7 +370,9 @@ class Resources(Section):
     WHERE: ClassVar[str] = "resources"
     threads: int = Field(0, ge=0)  # torch threads per run; 0: the executor divides the cores among workers
     gpus_per_run: float = Field(1.0, gt=0)  # Ray only, for device cuda
-    stack: int = Field(1, ge=1)  # runs of one cell trained as one stack (bench/engine/stack.py); 1: one at a time
+    # runs of one cell trained as one stack (bench/engine/stack.py); 1: one at a time; None (unset): one
+    # at a time on a CPU, the measured best stack for the scale on CUDA (bench/harness/runner.py, GPU_STACK)
+    stack: int | None = Field(None, ge=1)
 
 
 ACCURACY_METRICS = ("auc", "final", "plateau")  # per-run held-out accuracy metrics (bench/report/tables.py)

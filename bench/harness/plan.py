@@ -113,8 +113,9 @@ def print_plan(suite: Suite, cfgs: list[RunConfig], root: Path, plan: Plan, cali
     if suite.description:
         print(f"  {suite.description}", file=out)
     print(f"results: {Path(root).resolve()}", file=out)
-    print(f"execution: {plan.executor}, {plan.workers} worker(s) × {plan.threads} thread(s), device {plan.device}",
-          file=out)
+    print(f"execution: {plan.executor}, {plan.workers} worker(s) × {plan.threads} thread(s), device {plan.device}; "
+          f"{'stacks of up to ' + str(plan.stack) + ' runs' if plan.stack > 1 else 'runs one at a time'} "
+          f"({plan.stack_from})", file=out)
     fracs = ", ".join(f"{f:.0%}" for f in suite.eval.fractions)
     print(f"evaluation: at {fracs} of each run's budget, {suite.eval.n_examples} held-out examples, k={suite.eval.k}",
           file=out)

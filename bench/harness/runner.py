@@ -39,6 +39,34 @@ class Plan:
     address: str | None = None
     gpus_per_run: float = 1.0  # Ray, device cuda: GPUs each run reserves
     stack: int = 1  # runs of one cell trained as one stack (a job); 1: each run its own job
+    stack_from: str = "default"  # where stack came from: --stack, [resources] stack, or the default (why)
+
+
+# The stack a suite runs with on CUDA when neither --stack nor [resources] stack says: per scale, the R
+# `benchmarks/stacked_speed.py --device cuda` found best among those it timed, with what it measured (a
+# whole grpo step, R stacked replicas against R runs one at a time; one H200, 16 prompts x 8 samples per
+# replica; README, Stacked runs). A scale not measured runs unstacked. A CPU never stacks by default:
+# there it does not pay (1.0-1.06x a step on 2 cores; whole runs per CPU hour 0.64-0.97x).
+GPU_STACK = {
+    "nano": (16, "11.8x a step at R = 16 on an H200 (3.5x at R = 4)"),
+    "micro": (16, "10.9x a step at R = 16 on an H200"),
+    "small": (4, "3.1x a step at R = 4 on an H200 (larger R not timed)"),
+}
+
+
+def default_stack(suite: Suite, device: str) -> tuple[int, str]:
+    """(R, why) when neither --stack nor [resources] stack is given: 1 on a CPU; on CUDA the smallest
+    GPU_STACK entry among the suite's scales (a stack holds one cell's runs, and one R serves the suite),
+    1 when a scale has no measurement."""
+    if not str(device).startswith("cuda"):
+        return 1, "default on a CPU: one run at a time (stacking does not pay there)"
+    scales = sorted({c.scale for c in suite.cells})
+    missing = [sc for sc in scales if sc not in GPU_STACK]
+    if missing:
+        return 1, (f"default on CUDA: one run at a time, no stacked_speed measurement for scale(s) "
+                   f"{', '.join(missing)} (--stack R or [resources] stack sets one)")
+    r, sc = min((GPU_STACK[sc][0], sc) for sc in scales)
+    return r, f"default on CUDA for {sc}: {GPU_STACK[sc][1]} (--stack 1 turns it off)"
 
 
 def make_plan(suite: Suite, n_pending: int, executor: str = "local", workers: int | None = None,
@@ -58,8 +86,15 @@ def make_plan(suite: Suite, n_pending: int, executor: str = "local", workers: in
     if workers is None:
         workers = max(1, min(max(n_pending, 1), cores // threads if threads else cores))
     threads = threads or max(1, cores // workers)
-    return Plan(executor, workers, threads, device or suite.device, address,
-                gpus_per_run or suite.resources.gpus_per_run, stack or suite.resources.stack)
+    device = device or suite.device
+    if stack is not None:
+        stack_from = "--stack"
+    elif suite.resources.stack is not None:
+        stack, stack_from = suite.resources.stack, "[resources] stack"
+    else:
+        stack, stack_from = default_stack(suite, device)
+    return Plan(executor, workers, threads, device, address, gpus_per_run or suite.resources.gpus_per_run, stack,
+                stack_from)
 
 
 def job_configs(cfgs: list[RunConfig], plan: Plan) -> dict[str, dict]:
