@@ -745,7 +745,8 @@ def build_parser() -> argparse.ArgumentParser:
     su.add_argument("--device", default=None, help="override the suite's device (cpu, cuda, cuda:N); not hashed")
     su.add_argument("--stack", type=_int_at_least(1), default=None, metavar="R",
                     help="train up to R runs of one cell (the same config but the seed) as one stack in one worker, "
-                         "their model calls batched together (default: the suite's [resources] stack, else 1)")
+                         "their model calls batched together (default: the suite's [resources] stack, else 1 on a CPU and "
+                         "the measured best stack for the scale on CUDA; --dry-run says which)")
     _add_results(su)
     su.add_argument("--retry-failed", action="store_true",
                     help="rerun runs whose record says `failed` (a crash; diverged runs are results and stay)")
