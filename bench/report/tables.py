@@ -304,9 +304,10 @@ def engagement(runs: pl.DataFrame, steps: pl.DataFrame, evals: pl.DataFrame, cla
     engage_min. A gate whose column no run recorded reads nan: not engaged (nothing shows the part acted)."""
     if claim.engage is None:
         return None
-    means = {w: stats.mean(list(_claim_values(runs, steps, evals, claim.engage, *claim.arm(w)).values()) or [math.nan])
-             for w in ("a", "b")}
-    value = abs(means["a"] - means["b"]) if claim.engage_arm == "diff" else abs(means[claim.engage_arm])
+    arms = ("a", "b") if claim.engage_arm == "diff" else (claim.engage_arm,)  # only the arm(s) the gate reads
+    means = [stats.mean(list(_claim_values(runs, steps, evals, claim.engage, *claim.arm(w)).values()) or [math.nan])
+             for w in arms]
+    value = abs(means[0] - means[1]) if len(means) == 2 else abs(means[0])
     return value, bool(math.isfinite(value) and value >= claim.engage_min)
 
 
