@@ -26,6 +26,13 @@
     [tune.space.grpo]       # per recipe: change, add or (with false) drop search ranges; see space.py
     "train.lr" = {low = 1e-5, high = 1e-3, log = true}
 
+    eval = {k = 4, sampled_examples = 500}   # the trials' evaluation, where it may be cheaper than the
+                            # suite's: only k, sampled_examples and ood_examples (the objective's points
+                            # and problems, hence what it estimates, stay the suite's)
+
+    [tune.cells."gcd/nano/on_policy".space.grpo]   # per cell and recipe, applied after [tune.space.grpo]
+    "train.lr" = {choices = [5e-5, 1e-4, 2e-4]}  # path by path: a grid centred where this cell's optimum is
+
 Every trial of every recipe spends the cell's budget, so tuning is matched: the same number of
 trials at the same per-trial budget for each recipe (pruned trials stop early and spend less).
 """
@@ -44,6 +51,7 @@ OBJECTIVES = ("final", "auc")
 PRUNERS = ("median", "hyperband", "none")
 SAMPLERS = ("tpe", "grid")
 DEFAULT_SEEDS = (1000,)
+EVAL_KEYS = ("k", "sampled_examples", "ood_examples")  # what tune.eval may change: how many samples, not which points
 WARMSTART_OFFSET = 1000  # default tuning warm starts: warmstart.seed + this + i mod W (see the module docstring)
 
 
@@ -59,6 +67,8 @@ class TuneSettings:
     cell: str | None = None
     warmstarts: tuple[int, ...] | None = None  # None: WARMSTART_OFFSET's default (see the module docstring)
     space: dict = field(default_factory=dict)  # recipe -> {path: spec | false}
+    cells: dict = field(default_factory=dict)  # cell name -> {"space": {recipe -> {path: spec | false}}}
+    eval: dict = field(default_factory=dict)  # the trials' [eval] keys that differ from the suite's (EVAL_KEYS)
     accuracy: str = "eval/acc_greedy"  # the evaluation column the objective reads (tune.metric, else the suite's [report] accuracy)
 
     def __post_init__(self) -> None:
@@ -82,10 +92,40 @@ class TuneSettings:
             raise ConfigError(f"tune.warmstarts must be a non-empty list of distinct ints >= 0 (warm-start seeds), "
                               f"got {list(w) if isinstance(w, tuple) else w!r}")
 
+    def space_table(self, recipe: str, cell: str) -> dict:
+        """The suite's search-space table of `recipe` in `cell`: [tune.space.RECIPE], then
+        [tune.cells.CELL.space.RECIPE] path by path (flattened dotted paths; false drops one)."""
+        from bench.tune.space import flatten
+
+        out = flatten(self.space.get(recipe) or {})
+        out.update(flatten(((self.cells.get(cell) or {}).get("space") or {}).get(recipe) or {}))
+        return out
+
     @property
     def seed(self) -> int:
         """The first tuning seed: the one a trial's base config is built with."""
         return self.seeds[0]
+
+
+def _check_cells(suite: Suite, cells) -> None:
+    """[tune.cells.CELL.space.RECIPE] tables: known cells, only a `space` key, known recipes."""
+    names = [c.name for c in suite.cells]
+    if not isinstance(cells, dict):
+        raise ConfigError(f"{suite.path}: tune.cells: expected tables [tune.cells.\"CELL\".space.RECIPE], got {cells!r}")
+    for c, t in cells.items():
+        if c not in names:
+            raise ConfigError(f"{suite.path}: tune.cells.{c!r}: {unknown('cell', c, names)}")
+        if not isinstance(t, dict) or set(t) - {"space"}:
+            bad = sorted(set(t) - {"space"}) if isinstance(t, dict) else t
+            raise ConfigError(f"{suite.path}: tune.cells.{c!r}: only a space table per cell "
+                              f"([tune.cells.\"{c}\".space.RECIPE]), got {bad!r}")
+        sp = t.get("space", {})
+        if not isinstance(sp, dict) or not all(isinstance(v, dict) for v in sp.values()):
+            raise ConfigError(f"{suite.path}: tune.cells.{c!r}.space: expected tables [tune.cells.\"{c}\".space.RECIPE] "
+                              "of path = {low, high} or {choices} entries")
+        for r in sp:
+            if r not in suite.recipes:
+                raise ConfigError(f"{suite.path}: tune.cells.{c!r}.space.{r}: {unknown('recipe', r, list(suite.recipes))}")
 
 
 def _natural(v) -> bool:
@@ -108,6 +148,13 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
     for r in space:
         if r not in suite.recipes:
             raise ConfigError(f"{suite.path}: tune.space.{r}: {unknown('recipe', r, list(suite.recipes))}")
+    _check_cells(suite, table.get("cells", {}))
+    ev = table.get("eval", {})
+    if not isinstance(ev, dict) or set(ev) - set(EVAL_KEYS):
+        bad = sorted(set(ev) - set(EVAL_KEYS)) if isinstance(ev, dict) else ev
+        raise ConfigError(f"{suite.path}: tune.eval: got {bad!r}; a trial's evaluation may change only "
+                          f"{', '.join(EVAL_KEYS)} (its points, problems and temperature are what the objective "
+                          "estimates, so they stay the suite's)")
     table.update({k: v for k, v in cli.items() if v is not None})
     if "seed" in table:
         if "seeds" in table:
@@ -122,7 +169,8 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
             raise ConfigError(f"{suite.path}: tune.cell: {unknown('cell', table['cell'], names)}")
     if "objective" not in table:  # tune for what the report will compare: its declared primary metric
         table["objective"] = suite.report.primary if suite.report.primary in OBJECTIVES else "final"
-    table["accuracy"] = _metric(suite, table.pop("metric")) if "metric" in table else suite.report.accuracy
+    k = table.get("eval", {}).get("k", suite.eval.k)
+    table["accuracy"] = _metric(suite, table.pop("metric"), k) if "metric" in table else suite.report.accuracy
     try:
         s = TuneSettings(**table)
     except ConfigError as e:
@@ -143,14 +191,13 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
     return s
 
 
-def _metric(suite: Suite, v) -> str:
-    """tune.metric, checked: an accuracy column the report reads, or eval/pass@K that every cell's
-    evaluation logs (K a power of two, K <= eval.k)."""
-    k = suite.eval.k
+def _metric(suite: Suite, v, k: int) -> str:
+    """tune.metric, checked: an accuracy column the report reads, or eval/pass@K that every trial's
+    evaluation logs (K a power of two, K <= k: tune.eval's k, else the suite's eval.k)."""
     ks = [1 << i for i in range(min(k, PASS_AT_MAX).bit_length())] if k > 0 else []
     valid = [*ACCURACY_COLUMNS, *(f"eval/pass@{x}" for x in ks)]
     if v not in valid:
-        why = (f"eval.k = {k} logs pass@1..pass@{ks[-1]}" if ks else "eval.k = 0 logs no sampled metric") \
+        why = (f"the trials' eval.k = {k} logs pass@1..pass@{ks[-1]}" if ks else "eval.k = 0 logs no sampled metric") \
             if isinstance(v, str) and v.startswith("eval/pass@") else "unknown metric"
         raise ConfigError(f"{suite.path}: tune.metric: got {v!r} ({why}); expected one of {', '.join(valid)}")
     return v

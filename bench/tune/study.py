@@ -72,14 +72,17 @@ def plan(suite: Suite, recipes: list[str], cells: list[Cell], settings: TuneSett
         for recipe in (r for r in recipes if r in suite.cell_recipes(cell)):  # a regime may run a subset
             # each tuning seed from a warm start no evaluation run uses (tune.warmstarts, settings.py)
             ws = tuning_warmstarts(suite, cell, settings)
-            cfgs = [suite.run_config(cell, recipe, sd, extra={"warmstart.seed": w}) for sd, w in zip(settings.seeds, ws)]
+            extra = {f"eval.{k}": v for k, v in settings.eval.items()}  # tune.eval: the trials' own sample counts
+            cfgs = [suite.run_config(cell, recipe, sd, extra={"warmstart.seed": w, **extra})
+                    for sd, w in zip(settings.seeds, ws)]
             checked += cfgs
             cfg = cfgs[0]
             bases = tuple(c.to_dict() for c in cfgs)
-            where = f"{suite.path}: search space of {recipe}"
-            sp = spaces.space_for(suite.registered(recipe), settings.space.get(recipe), where)
+            where = f"{suite.path}: search space of {recipe} in cell {cell.name}"
+            table = settings.space_table(recipe, cell.name)
+            sp = spaces.space_for(suite.registered(recipe), table, where)
             spaces.validate(sp, cfg, where)
-            sp = _free(sp, cell, set(spaces.flatten(settings.space.get(recipe) or {})), recipe, where)
+            sp = _free(sp, cell, set(table), recipe, where)
             if settings.sampler == "grid":
                 check_grid(sp, settings.trials, where)
             out.append(StudySpec(study_name(suite.name, cell.name, recipe), suite.name, cell.name, recipe,

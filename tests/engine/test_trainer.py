@@ -77,6 +77,27 @@ def test_clip_fractions_zero_with_one_update_positive_with_four(bench_cache, tmp
     assert (s4["policy/ratio_max"] > 1).any()
 
 
+@pytest.mark.parametrize("recipe, widths", [("dapo", (0.28, 0.05)), ("gspo", (4e-4, 1e-6)), ("dr_grpo", (0.2, 0.01))])
+def test_clip_widths_are_inert_at_one_update_per_batch(recipe, widths, bench_cache, tmp_path):
+    """With one update per fresh batch the ratio is exactly 1 (the old log-probs are the same forward's,
+    detached), so no clip width can act: two widths, one far inside any ratio a step makes, train the
+    same bits. Why math-small tunes no clip width (suites/math-small.toml [tune]); with 2 minibatches
+    the narrow width does act."""
+    def run(width, root, **more):
+        over = {"recipe.objective.eps_high": width, "recipe.objective.eps_low": min(width, 0.2)}
+        res = worker.trainer(make_cfg(recipe, budget="3steps", **{"train.lr": 3e-2, **over, **more}), root=root).run()
+        assert res.status == "finished", res.reason
+        keep = [c for c in steps_of(res).columns if not c.startswith("time/")]
+        ev = pl.read_parquet(res.path / "evals.parquet")
+        return steps_of(res).select(keep), ev.select([c for c in ev.columns if not c.startswith("time/")])
+    (s_a, e_a), (s_b, e_b) = run(widths[0], tmp_path / "a"), run(widths[1], tmp_path / "b")
+    assert s_a.equals(s_b, null_equal=True) and e_a.equals(e_b, null_equal=True)
+    updated = s_a["policy/ratio_max"].drop_nans()  # NaN: a step dapo's dynamic sampling kept no group for
+    assert updated.len() > 0 and (updated == 1).all()
+    (m_a, _), (m_b, _) = (run(w, tmp_path / f"mb{i}", **{"recipe.updates.minibatches": 2}) for i, w in enumerate(widths))
+    assert not m_a.equals(m_b, null_equal=True)  # off-policy minibatches: the same two widths train differently
+
+
 def test_ledger_counts_every_pass_including_greedy_baselines(bench_cache, tmp_path, monkeypatch):
     """FLOPs of one step = the analytic formula over the shapes actually generated and trained."""
     for name, extra_gen in (("grpo", False), ("remax", True)):

@@ -131,6 +131,8 @@ def test_bad_paths_name_the_valid_fields(tmp_path, extra, msg):
     ('sampler = "grd"', "unknown sampler 'grd'.*did you mean 'grid'"),
     ('cell = "gcd/nano"', "tune.cell: unknown cell 'gcd/nano'.*addition/nano"),
     ("trails = 3", "unknown \\[tune\\] key 'trails'.*did you mean 'trials'"),
+    ("eval = {every = 0.5}", "tune.eval: got \\['every'\\]; a trial's evaluation may change only k, sampled_examples, ood_examples"),
+    ('eval = {k = 1}\nmetric = "eval/pass@2"', "tune.metric: got 'eval/pass@2' \\(the trials' eval.k = 1 logs pass@1..pass@1\\)"),
 ])
 def test_bad_tune_settings(tmp_path, tune, msg):
     p = tmp_path / "t.toml"
@@ -314,3 +316,68 @@ def test_a_changed_space_on_a_study_with_trials_is_refused_in_one_line(tmp_path)
                                          r"not train.lr in \[0.0001, 0.0003, 0.001, 0.003\]; tune a changed space "
                                          r"into another --storage"):
         study.create(open_storage(url), wider)
+
+
+CELLS = """
+[regimes.mb2]
+minibatches = 2
+cells = ["addition/nano"]
+
+[regimes.plain]
+cells = ["addition/nano"]
+"""
+
+
+def test_a_cell_can_centre_its_own_grid(tmp_path):
+    """[tune.cells.CELL.space.RECIPE] applies after [tune.space.RECIPE], path by path, in that cell only:
+    each cell's grid can sit where its own optimum is (tasks want learning rates a factor 4 apart)."""
+    p = tmp_path / "t.toml"
+    text = TINY.format(steps=4, n_examples=16).replace("[tune]", CELLS + "\n[tune]")
+    text = text.replace("trials = 3", 'trials = 3\nsampler = "grid"').split("[tune.space.rloo]")[0] + GRID
+    text += ('\n[tune.cells."addition/nano/plain".space.rloo]\n"train.lr" = {choices = [1e-5, 2e-5, 4e-5]}\n')
+    p.write_text(text)
+    s = suites.load(p)
+    t = tune_settings.from_suite(s)
+    specs = {spec.cell: spec for spec in study.plan(s, ["rloo"], list(s.cells), t)}
+    lr = {c: next(q.choices for q in spec.space if q.path == "train.lr") for c, spec in specs.items()}
+    assert lr == {"addition/nano/mb2": (1e-4, 3e-4, 1e-3), "addition/nano/plain": (1e-5, 2e-5, 4e-5)}
+    assert t.space_table("rloo", "addition/nano/plain")["recipe.kl.coef"] is False  # the recipe table still applies
+    # a cell's table that adds a dimension makes that cell's grid larger than tune.trials: refused, named
+    p.write_text(text + '"recipe.kl.coef" = {choices = [0.0, 0.04]}\n')
+    s = suites.load(p)
+    with pytest.raises(ValueError, match=r"search space of rloo in cell addition/nano/plain: the grid has 6 "
+                                         r"combinations \(3 × 2\) but tune.trials = 3"):
+        study.plan(s, ["rloo"], list(s.cells), tune_settings.from_suite(s))
+
+
+@pytest.mark.parametrize("table, msg", [
+    ('[tune.cells."gcd/nano/plain".space.rloo]\n"train.lr" = {choices = [1e-5]}',
+     r"tune.cells.'gcd/nano/plain': unknown cell 'gcd/nano/plain'.*addition/nano/plain"),
+    ('[tune.cells."addition/nano/plain".space.rlo]\n"train.lr" = {choices = [1e-5]}',
+     r"tune.cells.'addition/nano/plain'.space.rlo: unknown recipe 'rlo'.*did you mean 'rloo'"),
+    ('[tune.cells."addition/nano/plain"]\ntrials = 4',
+     r"tune.cells.'addition/nano/plain': only a space table per cell .*got \['trials'\]"),
+    ('[tune.cells."addition/nano/plain"]\nspace = 3',
+     r"tune.cells.'addition/nano/plain'.space: expected tables"),
+])
+def test_bad_cell_spaces_name_the_valid_choices(tmp_path, table, msg):
+    p = tmp_path / "t.toml"
+    p.write_text(TINY.format(steps=4, n_examples=16).replace("[tune]", CELLS + "\n[tune]") + "\n" + table + "\n")
+    with pytest.raises(ValueError, match=msg):
+        tune_settings.from_suite(suites.load(p))
+
+
+def test_trials_may_sample_fewer_answers_than_the_evaluation(tmp_path):
+    """tune.eval changes only how many answers a trial samples: its objective's points and problems stay
+    the suite's, and the suite's own runs keep the suite's evaluation."""
+    p = tmp_path / "t.toml"
+    p.write_text(TINY.format(steps=4, n_examples=16).replace("trials = 3", "trials = 3\neval = {k = 1, sampled_examples = 8}"))
+    s = suites.load(p)
+    (spec,) = study.plan(s, ["grpo"], [s.cells[0]], tune_settings.from_suite(s))
+    ev = spec.bases[0]["eval"]
+    assert (ev["k"], ev["sampled_examples"], ev["n_examples"], ev["every"]) == (1, 8, 16, 0.5)
+    assert s.run_config(s.cells[0], "grpo", 0).eval.k == 2  # the evaluation's runs: the suite's [eval]
+    p.write_text(TINY.format(steps=4, n_examples=16).replace("trials = 3", "trials = 3\neval = {sampled_examples = 17}"))
+    s = suites.load(p)
+    with pytest.raises(ValueError, match="eval.sampled_examples: got 17, more than eval.n_examples \\(16\\)"):
+        study.plan(s, ["grpo"], [s.cells[0]], tune_settings.from_suite(s))
