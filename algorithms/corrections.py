@@ -13,8 +13,9 @@ proximal policy); logp = the policy being trained. A correction that reads μ se
 the engine then provides logp_behav, and with stale rollouts recomputes logp_old (one more forward, charged).
 
 Stats (merged as token means, convention 7's denominators): correction/weight_mean (mean of c over
-valid tokens), correction/masked_frac (share of valid tokens with c = 0). With several corrections
-they describe the product.
+valid tokens), correction/masked_frac (share of valid tokens with c = 0), correction/changed_frac
+(share of valid tokens with |c − 1| > 1%: the tokens whose gradient the corrections change, the
+engagement a claim reads). With several corrections they describe the product.
 """
 
 from __future__ import annotations
@@ -54,9 +55,13 @@ def behaviour_log_ratio(batch: Rollouts, who: str) -> Tensor:
     return torch.where(batch.mask.bool(), d, torch.zeros_like(d))
 
 
+CHANGED_TOL = 0.01  # a factor within 1% of 1 leaves its token's gradient (nearly) as it was
+
+
 def correction_stats(c: Tensor, m: Tensor) -> Stats:
     return {"correction/weight_mean": token_mean(c, m).to(c.dtype),
-            "correction/masked_frac": token_mean(c == 0, m).to(c.dtype)}
+            "correction/masked_frac": token_mean(c == 0, m).to(c.dtype),
+            "correction/changed_frac": token_mean((c - 1).abs() > CHANGED_TOL, m).to(c.dtype)}
 
 
 @part("rollout_correction")

@@ -276,6 +276,13 @@ declare("time/reference_s", kind="step", unit="s", doc="wall time of the step's 
 declare("time/train_s", kind="step", unit="s", doc="wall time of the step's updates and the sampler's weight sync")
 declare("time/step_s", kind="step", unit="s", doc="wall time of the whole step")
 declare("lr", kind="step", unit="learning rate", doc="the policy optimizer's learning rate at the end of the step")
+# engagement of the 2026 parts (issue 42): declared after the published columns, so their order stays
+declare("correction/changed_frac", kind="step", unit="fraction", merge="token",
+        doc="share of valid tokens whose correction factor differs from 1 by more than 1% (|c − 1| > 0.01, masked "
+            f"tokens included): the tokens whose gradient the corrections change; NaN unless the recipe has corrections {_FAMILY_2026}")
+declare("policy/gate_damped_frac", kind="step", unit="fraction", merge="token",
+        doc="share of valid tokens whose soft gate damps the gradient by more than 1% against the unclipped ratio "
+            f"objective (4σ(1−σ) < 0.99); NaN unless the objective is sapo {_FAMILY_2026}")
 
 declare("eval/acc_greedy", kind="eval", unit="fraction", doc="share of held-out examples the greedy completion solves")
 declare("eval/avg_k", kind="eval", unit="fraction",

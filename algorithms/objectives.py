@@ -233,12 +233,16 @@ def covariance(adv: Tensor, logp: Tensor, m: Tensor) -> Tensor:
     return (a - a[m].mean()) * (lp - lp[m].mean())
 
 
+GATE_TOL = 0.01  # SAPO's gate acts on a token when it damps its gradient by more than 1%
+
+
 @part("sapo")
 class SAPO(Objective):
     """SAPO (Gao et al. 2025, arXiv 2511.20347): a soft gate instead of a hard clip,
     ℓ = −(4/τ)·σ(τ(ρ−1))·A, τ = tau_pos where A > 0 and tau_neg where A ≤ 0. The gradient flows
     through σ (no stop-gradient, as in TRL's and verl's `sapo`): ∂ℓ/∂log π = −4σ(1−σ)·ρ·A, which
-    is −A at ρ = 1 and decays smoothly off-policy. Both anchors aggregate seq_mean_token_mean (verl
+    is −A at ρ = 1 and decays smoothly off-policy (policy/gate_damped_frac: the share of tokens whose
+    factor 4σ(1−σ) is below 0.99, i.e. that the gate acts on). Both anchors aggregate seq_mean_token_mean (verl
     forces it); TRL's mean counts fully masked rows as our B does, verl's excludes them. Nothing
     clips, so the clip fractions are 0 (verl's pg_clipfrac is 0 too)."""
 
@@ -253,8 +257,12 @@ class SAPO(Objective):
         m = mask.bool()
         ratio = torch.exp(log_ratio(logp, logp_old))
         tau = torch.full_like(logp, self.tau_neg).masked_fill(adv > 0, self.tau_pos)
-        loss = -torch.sigmoid(tau * (ratio - 1)) * (4 / tau) * adv
-        return loss, {**clip_stats(None, None, m, logp), **ratio_stats(ratio, m)}
+        gate = torch.sigmoid(tau * (ratio - 1))
+        loss = -gate * (4 / tau) * adv
+        # the gate's factor on the gradient against the unclipped ratio objective: 4σ(1−σ), 1 at ρ = 1
+        damped = (4 * gate * (1 - gate)).detach() < 1 - GATE_TOL
+        return loss, {**clip_stats(None, None, m, logp), **ratio_stats(ratio, m),
+                      "policy/gate_damped_frac": token_mean(damped & m, m).to(logp.dtype)}
 
 
 @part("gmpo")

@@ -295,3 +295,15 @@ def test_recipe_loss_with_corrections_matches_trl_composition(seed):
     g_theirs, = torch.autograd.grad(theirs, logp)
     torch.testing.assert_close(g_ours, g_theirs, rtol=1e-12, atol=1e-14)
     assert g_ours.abs().sum() > 0
+
+
+def test_changed_frac_counts_tokens_whose_factor_leaves_1_by_more_than_1_percent():
+    """correction/changed_frac: |c − 1| > 0.01 over valid tokens, masked (c = 0) tokens included: what
+    a claim's engagement gate reads. A 1e-4-nat mismatch (TIS's weight 1.0001) changes nothing."""
+    from algorithms.corrections import correction_stats
+
+    c = torch.tensor([[1.0, 1.0001, 0.995, 1.02], [0.0, 2.0, 1.0, 1.0]], dtype=DTYPE)
+    m = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]).bool()
+    st = correction_stats(c, m)
+    assert float(st["correction/changed_frac"]) == pytest.approx(3 / 7)  # 1.02, 0 and 2 of 7 valid tokens
+    assert float(st["correction/masked_frac"]) == pytest.approx(1 / 7)

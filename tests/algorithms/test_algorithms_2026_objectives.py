@@ -129,6 +129,18 @@ def test_sapo_gate_by_hand():
     torch.testing.assert_close(loss, expect, rtol=1e-14, atol=0)
 
 
+def test_sapo_gate_damped_frac_counts_the_tokens_the_gate_acts_on():
+    """4σ(τ(ρ−1))(1−σ) is 1 at ρ = 1 and below 0.99 once |ρ − 1| passes ~0.2/τ: on-policy no token
+    is damped; off-policy exactly those past the 1% line are (GATE_TOL)."""
+    logp_old = torch.zeros(1, 4, dtype=F64)
+    adv = torch.ones(1, 4, dtype=F64)
+    _, st = SAPO(1.0, 1.05).per_token(logp_old.clone(), logp_old, adv, torch.ones(1, 4))
+    assert float(st["policy/gate_damped_frac"]) == 0.0
+    rho = torch.tensor([[1.0, 1.1, 1.3, 0.5]], dtype=F64)  # factor 4σ(1−σ) at τ = 1: 1, 0.9975, 0.978, 0.94
+    _, st = SAPO(1.0, 1.05).per_token(rho.log(), logp_old, adv, torch.tensor([[1.0, 1.0, 1.0, 0.0]]))
+    assert float(st["policy/gate_damped_frac"]) == pytest.approx(1 / 3)  # of the 3 valid tokens only ρ = 1.3
+
+
 # ------------------------------------------------------------------ GMPO
 
 

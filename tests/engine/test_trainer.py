@@ -59,6 +59,8 @@ def test_every_recipe_completes_with_every_metric(name, bench_cache, tmp_path):
     assert math.isfinite(row["policy/cov_frac"]) == (tag in ("clip_cov", "kl_cov") and row["filter/kept_frac"] > 0)
     updated = row["filter/kept_frac"] > 0
     assert math.isfinite(row["correction/weight_mean"]) == (bool(recipe.corrections) and updated)
+    assert math.isfinite(row["correction/changed_frac"]) == (bool(recipe.corrections) and updated)
+    assert math.isfinite(row["policy/gate_damped_frac"]) == (tag == "sapo" and updated)
     assert math.isfinite(row["policy/entropy_coef"]) == (recipe.entropy_control is not None and updated)
     meta = json.loads((res.path / "run.json").read_text())
     assert meta["status"] == "finished" and meta["run_id"] == res.run_id and meta["steps_done"] == 2
