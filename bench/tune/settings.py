@@ -23,12 +23,12 @@
                             # W the cell's warm starts (its regime's `warmstarts`, else 1)
     sampler_seed = 0        # TPE's seed (worker k uses sampler_seed + k)
 
-    [tune.space.grpo]       # per recipe: change, add or (with false) drop search ranges; see space.py
-    "train.lr" = {low = 1e-5, high = 1e-3, log = true}
-
     eval = {k = 4, sampled_examples = 500}   # the trials' evaluation, where it may be cheaper than the
                             # suite's: only k, sampled_examples and ood_examples (the objective's points
                             # and problems, hence what it estimates, stay the suite's)
+
+    [tune.space.grpo]       # per recipe: change, add or (with false) drop search ranges; see space.py
+    "train.lr" = {low = 1e-5, high = 1e-3, log = true}
 
     [tune.cells."gcd/nano/on_policy".space.grpo]   # per cell and recipe, applied after [tune.space.grpo]
     "train.lr" = {choices = [5e-5, 1e-4, 2e-4]}  # path by path: a grid centred where this cell's optimum is
