@@ -260,7 +260,8 @@ class SAPO(Objective):
         gate = torch.sigmoid(tau * (ratio - 1))
         loss = -gate * (4 / tau) * adv
         # the gate's factor on the gradient against the unclipped ratio objective: 4σ(1−σ), 1 at ρ = 1
-        damped = (4 * gate * (1 - gate)).detach() < 1 - GATE_TOL
+        g = gate.detach()
+        damped = 4 * g * (1 - g) < 1 - GATE_TOL
         return loss, {**clip_stats(None, None, m, logp), **ratio_stats(ratio, m),
                       "policy/gate_damped_frac": token_mean(damped & m, m).to(logp.dtype)}
 

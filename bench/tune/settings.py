@@ -46,6 +46,7 @@ from algorithms.errors import ConfigError
 from algorithms.metrics import PASS_AT_MAX
 from bench.config import ACCURACY_COLUMNS
 from bench.suite import Suite, unknown
+from bench.tune.space import flatten
 
 OBJECTIVES = ("final", "auc")
 PRUNERS = ("median", "hyperband", "none")
@@ -95,8 +96,6 @@ class TuneSettings:
     def space_table(self, recipe: str, cell: str) -> dict:
         """The suite's search-space table of `recipe` in `cell`: [tune.space.RECIPE], then
         [tune.cells.CELL.space.RECIPE] path by path (flattened dotted paths; false drops one)."""
-        from bench.tune.space import flatten
-
         out = flatten(self.space.get(recipe) or {})
         out.update(flatten(((self.cells.get(cell) or {}).get("space") or {}).get(recipe) or {}))
         return out
@@ -105,6 +104,15 @@ class TuneSettings:
     def seed(self) -> int:
         """The first tuning seed: the one a trial's base config is built with."""
         return self.seeds[0]
+
+
+def _check_space(suite: Suite, space, where: str, table: str) -> None:
+    """A {recipe: {path: spec}} table (`where` its key, `table` how a user writes it): known recipes."""
+    if not isinstance(space, dict) or not all(isinstance(v, dict) for v in space.values()):
+        raise ConfigError(f"{suite.path}: {where}: expected tables {table} of path = {{low, high}} or {{choices}} entries")
+    for r in space:
+        if r not in suite.recipes:
+            raise ConfigError(f"{suite.path}: {where}.{r}: {unknown('recipe', r, list(suite.recipes))}")
 
 
 def _check_cells(suite: Suite, cells) -> None:
@@ -119,13 +127,7 @@ def _check_cells(suite: Suite, cells) -> None:
             bad = sorted(set(t) - {"space"}) if isinstance(t, dict) else t
             raise ConfigError(f"{suite.path}: tune.cells.{c!r}: only a space table per cell "
                               f"([tune.cells.\"{c}\".space.RECIPE]), got {bad!r}")
-        sp = t.get("space", {})
-        if not isinstance(sp, dict) or not all(isinstance(v, dict) for v in sp.values()):
-            raise ConfigError(f"{suite.path}: tune.cells.{c!r}.space: expected tables [tune.cells.\"{c}\".space.RECIPE] "
-                              "of path = {low, high} or {choices} entries")
-        for r in sp:
-            if r not in suite.recipes:
-                raise ConfigError(f"{suite.path}: tune.cells.{c!r}.space.{r}: {unknown('recipe', r, list(suite.recipes))}")
+        _check_space(suite, t.get("space", {}), f"tune.cells.{c!r}.space", f'[tune.cells."{c}".space.RECIPE]')
 
 
 def _natural(v) -> bool:
@@ -142,12 +144,7 @@ def from_suite(suite: Suite, **cli) -> TuneSettings:
     for k in table:
         if k not in names:
             raise ConfigError(f"{suite.path}: tune.{k}: {unknown('[tune] key', k, names)}")
-    space = table.get("space", {})
-    if not isinstance(space, dict) or not all(isinstance(v, dict) for v in space.values()):
-        raise ConfigError(f"{suite.path}: tune.space: expected tables [tune.space.RECIPE] of path = {{low, high}} entries")
-    for r in space:
-        if r not in suite.recipes:
-            raise ConfigError(f"{suite.path}: tune.space.{r}: {unknown('recipe', r, list(suite.recipes))}")
+    _check_space(suite, table.get("space", {}), "tune.space", "[tune.space.RECIPE]")
     _check_cells(suite, table.get("cells", {}))
     ev = table.get("eval", {})
     if not isinstance(ev, dict) or set(ev) - set(EVAL_KEYS):

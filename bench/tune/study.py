@@ -68,11 +68,11 @@ def plan(suite: Suite, recipes: list[str], cells: list[Cell], settings: TuneSett
             raise InputError(f"{suite.path}: tune.cell = {settings.cell!r} is not among the cells selected to tune "
                              "(drop --only cell=..., or select it)")
     out, checked = [], []
+    extra = {f"eval.{k}": v for k, v in settings.eval.items()}  # tune.eval: the trials' own sample counts
     for cell in cells:
         for recipe in (r for r in recipes if r in suite.cell_recipes(cell)):  # a regime may run a subset
             # each tuning seed from a warm start no evaluation run uses (tune.warmstarts, settings.py)
             ws = tuning_warmstarts(suite, cell, settings)
-            extra = {f"eval.{k}": v for k, v in settings.eval.items()}  # tune.eval: the trials' own sample counts
             cfgs = [suite.run_config(cell, recipe, sd, extra={"warmstart.seed": w, **extra})
                     for sd, w in zip(settings.seeds, ws)]
             checked += cfgs
