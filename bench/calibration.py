@@ -32,7 +32,7 @@ def _task_config(task: str, params: dict) -> dict:
 
 
 def _settings(ws) -> dict:
-    return {k: v for k, v in ws.model_dump().items() if k not in UNMATCHED}
+    return {k: v for k, v in ws.canonical().items() if k not in UNMATCHED}  # fields added later: matched once set
 
 
 def match_key(task_config: dict, scale: str, ws) -> dict:

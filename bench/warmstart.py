@@ -94,7 +94,9 @@ def _prompted(policy: Policy, prompt: dict) -> Policy:
 
 
 def _config_dict(obj) -> dict:
-    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else dict(obj)
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.asdict(obj)
+    return obj.canonical() if hasattr(obj, "canonical") else dict(obj)  # fields added later: absent at their default
 
 
 def _module_files(name: str) -> list[Path]:
@@ -229,8 +231,12 @@ def _batches(policy: Policy, examples: list, cfg: WarmStartConfig):
             yield ids, att, labels
 
 
-def sft(policy: Policy, examples: list, cfg: WarmStartConfig, log=None) -> list[float]:
-    """Token-mean cross-entropy on completions, AdamW, linear warm-up then cosine to 10%."""
+def sft(policy: Policy, examples: list, cfg: WarmStartConfig, log=None, check=None) -> list[float]:
+    """Token-mean cross-entropy on completions, AdamW, linear warm-up then cosine to 10% at `cfg.steps`.
+
+    `check(step)`, called every `cfg.check_every` steps (after that many updates), stops training
+    when it returns True (the `stop_at` warm starts); it runs in eval mode and must not touch the
+    optimizer or the batch order."""
     model = policy.model
     device = policy.device
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -257,8 +263,58 @@ def sft(policy: Policy, examples: list, cfg: WarmStartConfig, log=None) -> list[
         losses.append(loss.item())
         if log and (step + 1) % 100 == 0:
             log(f"  sft step {step + 1}/{steps} loss {sum(losses[-100:]) / len(losses[-100:]):.4f}")
+        if check is not None and (step + 1) % cfg.check_every == 0:
+            model.eval()
+            with torch.no_grad():
+                stop = check(step + 1)
+            model.train()
+            if stop:
+                break
     model.eval()
     return losses
+
+
+STOP_FORMAT = 0.95  # the format rate a stop_at check also needs (bench calibrate's min_format)
+CHECK_K = 4  # sampled answers per problem in a stop_at check
+
+
+def check_set(task, cfg: WarmStartConfig, pool: list) -> list:
+    """The problems a stop_at warm start is checked on: the first `check_examples` train problems after
+    the SFT pool whose prompts the pool does not hold (so the level is measured on unseen problems of
+    the SFT distribution, never on the test split the runs evaluate on)."""
+    seen = {e.prompt for e in pool}
+    out: list = []
+    for e in task.split("train", n=cfg.pool + 8 * cfg.check_examples)[cfg.pool:]:  # bounded: 8 draws a problem
+        if e.prompt not in seen:
+            seen.add(e.prompt)
+            out.append(e)
+            if len(out) == cfg.check_examples:
+                return out
+    raise InputError(f"warmstart.stop_at: only {len(out)} train problems of {task.name} lie outside the SFT pool "
+                     f"(warmstart.pool = {cfg.pool}), fewer than warmstart.check_examples = {cfg.check_examples}; "
+                     "lower warmstart.check_examples or warmstart.pool, or use a task with more distinct problems")
+
+
+def _stopper(policy: Policy, task, problems: list, cfg: WarmStartConfig, checks: list, log=None):
+    def check(step: int) -> bool:
+        m = evaluate(policy, task, problems, EvalConfig(n_examples=len(problems), k=CHECK_K), seed=cfg.seed)
+        row = {"step": step, "pass1": m["eval/avg_k"], "format_rate": m["eval/format_rate"]}
+        checks.append(row)
+        if log:
+            log(f"  sft step {step}: check pass@1 {row['pass1']:.3f} format {row['format_rate']:.3f}")
+        return row["pass1"] >= cfg.stop_at and row["format_rate"] >= STOP_FORMAT
+    return check
+
+
+def stop_error(meta: dict, where: Path) -> InputError:
+    cfg, checks = meta["config"], meta["stop"]["checks"]
+    best = max(checks, key=lambda r: r["pass1"]) if checks else None
+    seen = f"its best check: pass@1 {best['pass1']:.3f}, format {best['format_rate']:.3f} at step {best['step']}" \
+        if best else "no check ran (warmstart.check_every > warmstart.steps)"
+    return InputError(f"the warm start of {meta['task']} at {meta['scale']} with SFT seed {cfg['seed']} did not reach "
+                      f"warmstart.stop_at = {cfg['stop_at']} (pass@1, format rate >= {STOP_FORMAT}) in its "
+                      f"{cfg['steps']} steps ({seen}); raise warmstart.steps or lower warmstart.stop_at "
+                      f"(the checkpoint is kept in {where})")
 
 
 def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig(), cache: Path | None = None,
@@ -287,13 +343,17 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
                 raise InputError(f"the cached warm start {final} has weights with SHA-256 {sha[:12]}, not the "
                                  f"{meta['sha256'][:12]} it was saved with (modified or damaged after training); "
                                  "delete that directory and the next run trains it again")
+            if meta.get("stop") and not meta["stop"]["reached"]:
+                raise stop_error(meta, final)
             return WarmStart(final, key, meta["accuracy"], meta["seconds"], True, meta["metrics"], _prompt(task), sha)
         t0 = time.perf_counter()
         train = task.split("train", n=cfg.pool)
         corpus = [e.prompt for e in train[:2000]] + [e.solution for e in train[:2000]]
         tok = models.build_tokenizer(scale, corpus=corpus)
         policy = _prompted(Policy(models.build_model(scale, tok, seed=cfg.seed).to(device), tok), _prompt(task))
-        losses = sft(policy, train, cfg, log=log)
+        checks: list[dict] = []
+        check = None if cfg.stop_at is None else _stopper(policy, task, check_set(task, cfg, train), cfg, checks, log)
+        losses = sft(policy, train, cfg, log=log, check=check)
         test = task.split("test")
         metrics = evaluate(policy, task, test, EvalConfig(n_examples=cfg.eval_examples, k=0), seed=cfg.seed)
         seconds = time.perf_counter() - t0
@@ -304,6 +364,9 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
             "scale_config": scale.to_dict(), "version": WARMSTART_VERSION, "code": code_fingerprint(),
             "device": str(device), "torch_threads": torch.get_num_threads(),
         }
+        if check is not None:  # where it stopped, and every check on the way
+            reached = bool(checks) and checks[-1]["pass1"] >= cfg.stop_at and checks[-1]["format_rate"] >= STOP_FORMAT
+            meta["stop"] = {"reached": reached, "step": len(losses), "checks": checks}
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
         try:
             policy.model.save_pretrained(tmp)
@@ -313,4 +376,6 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
             os.replace(tmp, final)  # atomic: a reader sees a whole checkpoint or none
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        if meta.get("stop") and not meta["stop"]["reached"]:
+            raise stop_error(meta, final)
         return WarmStart(final, key, meta["accuracy"], seconds, False, metrics, _prompt(task), meta["sha256"])

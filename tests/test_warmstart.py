@@ -211,3 +211,71 @@ def test_warmstart_task_params_draw_the_sft_data_from_part_of_the_task(tmp_path)
     assert asked == [99]
     with pytest.raises(ValueError, match="max_value"):  # a bad SFT parameter names the task's field
         Trainer(cfg({"max_value": 999}, {"max_valu": 99}), start=fake_warm_start, root=tmp_path)._setup()
+
+
+def test_stop_at_stops_at_the_first_check_that_reaches_the_level(tmp_path, monkeypatch):
+    """warmstart.stop_at: every check_every steps a check on train problems outside the pool; the
+    first one with pass@1 >= stop_at and format rate >= 0.95 ends SFT there (checks scripted here:
+    pass@1 0.1, then 0.3 at step 10 of 40; a check that reaches pass@1 with too few well-formed
+    answers does not stop it)."""
+    import bench.warmstart as ws_mod
+
+    real = ws_mod.evaluate
+    script = iter([(0.1, 1.0), (0.6, 0.9), (0.3, 0.96), (0.9, 1.0)])
+    seen = []
+
+    def fake(policy, task, problems, cfg, seed=0):
+        if cfg.k == ws_mod.CHECK_K and len(problems) == 8:
+            seen.append([p.prompt for p in problems])
+            p1, fmt = next(script)
+            return {"eval/avg_k": p1, "eval/format_rate": fmt}
+        return real(policy, task, problems, cfg, seed=seed)
+
+    monkeypatch.setattr(ws_mod, "evaluate", fake)
+    task, scale = tasks.get("addition", difficulty="easy"), models.get("nano")
+    cfg = WarmStartConfig(steps=40, eval_examples=10, pool=64, stop_at=0.25, check_every=4, check_examples=8)
+    w = warm_start(task, scale, cfg, cache=tmp_path)
+    meta = json.loads((w.path / "warmstart.json").read_text())
+    assert meta["stop"]["reached"] and meta["stop"]["step"] == 12
+    assert [c["step"] for c in meta["stop"]["checks"]] == [4, 8, 12]
+    pool = {e.prompt for e in task.split("train", n=64)}
+    test = {e.prompt for e in task.split("test")}
+    assert len(set(seen[0])) == 8 and not set(seen[0]) & (pool | test)  # unseen train problems only
+    assert warm_start(task, scale, cfg, cache=tmp_path).cache_hit
+    # the key names the level asked for: another stop_at is another warm start
+    assert warmstart_key(task, scale, cfg) != warmstart_key(task, scale, cfg.replace(stop_at=0.3))
+
+
+def test_checks_leave_training_alone_and_an_unreached_level_is_an_error(tmp_path):
+    """The checks sample in no-grad eval mode with their own generator: a stop_at warm start that never
+    stops trains bit for bit the weights of a plain one of the same steps. Not reaching the level is
+    an error naming the seed, the best check and what to change (the checkpoint kept, every request
+    for it refused alike), never a silent warm start of another level."""
+    task, scale = tasks.get("addition", difficulty="easy"), models.get("nano")
+    plain = warm_start(task, scale, WarmStartConfig(steps=12, eval_examples=10, pool=64), cache=tmp_path)
+    cfg = WarmStartConfig(steps=12, eval_examples=10, pool=64, stop_at=1.0, check_every=4, check_examples=8)
+    for _ in range(2):
+        with pytest.raises(algorithms.errors.InputError, match=r"SFT seed 0 did not reach warmstart.stop_at = 1.0 .*"
+                           r"best check: pass@1 .* raise warmstart.steps"):
+            warm_start(task, scale, cfg, cache=tmp_path)
+    stopped = tmp_path / "warmstart" / warmstart_key(task, scale, cfg)
+    meta = json.loads((stopped / "warmstart.json").read_text())
+    assert [c["step"] for c in meta["stop"]["checks"]] == [4, 8, 12] and not meta["stop"]["reached"]
+    a = AutoModelForCausalLM.from_pretrained(plain.path).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(stopped).state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_stop_at_config_errors_name_the_fix():
+    from bench.config import ConfigError
+    from bench.warmstart import check_set
+
+    with pytest.raises(ConfigError, match="stop_at .* cannot be combined with warmstart.calibrated"):
+        WarmStartConfig(stop_at=0.3, calibrated=True)
+    with pytest.raises(ConfigError, match="warmstart.stop_at"):
+        WarmStartConfig(stop_at=1.5)
+    assert "stop_at" not in WarmStartConfig().canonical()  # unset: earlier ids and keys stay
+    task = tasks.get("gcd", max_value=12)  # few distinct problems: a pool of 512 holds nearly all of them
+    cfg = WarmStartConfig(pool=512, check_examples=50)
+    with pytest.raises(algorithms.errors.InputError, match="outside the SFT pool .* lower warmstart.check_examples"):
+        check_set(task, cfg, task.split("train", n=512))
