@@ -226,6 +226,9 @@ class WarmStartConfig(Section):
             raise ConfigError("warmstart.stop_at chooses where each warm start stops; it cannot be combined with "
                               "warmstart.calibrated = true (a step count chosen for one seed): set warmstart.steps, "
                               "the most steps it trains, instead")
+        if self.stop_at is not None and self.steps == 0:
+            raise ConfigError("warmstart.stop_at needs SFT steps to stop in: set warmstart.steps (the most it trains), "
+                              "not 0 (no warm start)")
         return self
 
     def __hash__(self) -> int:  # task_params is a dict: hash the settings' JSON (equal configs, equal hashes)

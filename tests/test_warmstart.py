@@ -274,6 +274,8 @@ def test_stop_at_config_errors_name_the_fix():
         WarmStartConfig(stop_at=0.3, calibrated=True)
     with pytest.raises(ConfigError, match="warmstart.stop_at"):
         WarmStartConfig(stop_at=1.5)
+    with pytest.raises(ConfigError, match="stop_at needs SFT steps .* not 0"):
+        WarmStartConfig(stop_at=0.3, steps=0)
     assert "stop_at" not in WarmStartConfig().canonical()  # unset: earlier ids and keys stay
     task = tasks.get("gcd", max_value=12)  # few distinct problems: a pool of 512 holds nearly all of them
     cfg = WarmStartConfig(pool=512, check_examples=50)

@@ -64,7 +64,7 @@ def calibrate(cfg: RunConfig) -> dict:
     cached = warmstart_cached(cfg)
     with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as tmp, contextlib.ExitStack() as stack:
         if not cached:
-            cfg = cfg.replace(warmstart=cfg.warmstart.replace(steps=0, eval_examples=1))
+            cfg = cfg.replace(warmstart=cfg.warmstart.replace(steps=0, eval_examples=1, stop_at=None))
             stack.enter_context(set_env("BENCH_CACHE", str(Path(tmp) / "cache")))
         t = trainer(cfg, root=Path(tmp) / "results")
         t0 = time.perf_counter()
