@@ -299,19 +299,23 @@ def _stopper(policy: Policy, task, problems: list, cfg: WarmStartConfig, checks:
     def check(step: int) -> bool:
         m = evaluate(policy, task, problems, EvalConfig(n_examples=len(problems), k=CHECK_K), seed=cfg.seed)
         row = {"step": step, "pass1": m["eval/avg_k"], "format_rate": m["eval/format_rate"]}
+        row["reached"] = row["pass1"] >= cfg.stop_at and row["format_rate"] >= STOP_FORMAT
         checks.append(row)
         if log:
             log(f"  sft step {step}: check pass@1 {row['pass1']:.3f} format {row['format_rate']:.3f}")
-        return row["pass1"] >= cfg.stop_at and row["format_rate"] >= STOP_FORMAT
+        return row["reached"]
     return check
 
 
-def stop_error(meta: dict, where: Path) -> InputError:
+def _refuse_unreached(meta: dict, where: Path) -> None:
+    """A stop_at warm start that did not reach its level is an error wherever it is asked for."""
+    if not meta.get("stop") or meta["stop"]["reached"]:
+        return
     cfg, checks = meta["config"], meta["stop"]["checks"]
     best = max(checks, key=lambda r: r["pass1"]) if checks else None
     seen = f"its best check: pass@1 {best['pass1']:.3f}, format {best['format_rate']:.3f} at step {best['step']}" \
         if best else "no check ran (warmstart.check_every > warmstart.steps)"
-    return InputError(f"the warm start of {meta['task']} at {meta['scale']} with SFT seed {cfg['seed']} did not reach "
+    raise InputError(f"the warm start of {meta['task']} at {meta['scale']} with SFT seed {cfg['seed']} did not reach "
                       f"warmstart.stop_at = {cfg['stop_at']} (pass@1, format rate >= {STOP_FORMAT}) in its "
                       f"{cfg['steps']} steps ({seen}); raise warmstart.steps or lower warmstart.stop_at "
                       f"(the checkpoint is kept in {where})")
@@ -343,8 +347,7 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
                 raise InputError(f"the cached warm start {final} has weights with SHA-256 {sha[:12]}, not the "
                                  f"{meta['sha256'][:12]} it was saved with (modified or damaged after training); "
                                  "delete that directory and the next run trains it again")
-            if meta.get("stop") and not meta["stop"]["reached"]:
-                raise stop_error(meta, final)
+            _refuse_unreached(meta, final)
             return WarmStart(final, key, meta["accuracy"], meta["seconds"], True, meta["metrics"], _prompt(task), sha)
         t0 = time.perf_counter()
         train = task.split("train", n=cfg.pool)
@@ -365,8 +368,7 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
             "device": str(device), "torch_threads": torch.get_num_threads(),
         }
         if check is not None:  # where it stopped, and every check on the way
-            reached = bool(checks) and checks[-1]["pass1"] >= cfg.stop_at and checks[-1]["format_rate"] >= STOP_FORMAT
-            meta["stop"] = {"reached": reached, "step": len(losses), "checks": checks}
+            meta["stop"] = {"reached": bool(checks) and checks[-1]["reached"], "step": len(losses), "checks": checks}
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
         try:
             policy.model.save_pretrained(tmp)
@@ -376,6 +378,5 @@ def warm_start(task, scale: models.Scale, cfg: WarmStartConfig = WarmStartConfig
             os.replace(tmp, final)  # atomic: a reader sees a whole checkpoint or none
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        if meta.get("stop") and not meta["stop"]["reached"]:
-            raise stop_error(meta, final)
+        _refuse_unreached(meta, final)
         return WarmStart(final, key, meta["accuracy"], seconds, False, metrics, _prompt(task), meta["sha256"])
