@@ -411,7 +411,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.monotonic()
     try:
-        study.run(url, specs, root, workers, threads)
+        study.run(url, specs, root, workers, threads, take_up_running=args.take_up_running)
     except KeyboardInterrupt:
         print("\ninterrupted: finished trials are kept; rerun the same command to run the rest", file=sys.stderr)
         return 130
@@ -783,6 +783,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="journal file path or database URL (default: RESULTS/tune/SUITE.journal)")
     tu.add_argument("--workers", type=_int_at_least(1), default=None, help="processes running trials at once (default 1)")
     tu.add_argument("--threads", type=_int_at_least(0), default=None, help="torch threads per trial (default: cores / workers)")
+    tu.add_argument("--take-up-running", action="store_true",
+                    help="treat every RUNNING trial in the storage as interrupted and finish it (use only when no other "
+                         "`bench tune` works on this storage; without it, only trials whose worker process on this "
+                         "machine is gone are taken up)")
     tu.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2",
                     help="restrict cells (cell=addition/nano, task=..., scale=...) or, with --all, recipes")
     _add_results(tu)

@@ -18,6 +18,11 @@ study's remaining trials, so one `bench tune` runs exactly `trials` trials per s
 (trial numbers come from the storage). Another `bench tune` on the same storage (other machines)
 takes what remains when it starts; two started at once may overshoot by at most their concurrent
 trials (MaxTrialsCallback stops each worker once the study has enough).
+
+Interrupted trials: a trial records its worker (host:pid). A RUNNING trial whose worker was a process
+of this machine that no longer exists was interrupted (killed, or the machine restarted); the next
+`run` finishes it under its own number (`resume`: the seeds with a record are scored from it, the
+others trained) before new trials, so a killed study leaves no half-run trial number behind.
 """
 from __future__ import annotations
 
@@ -227,11 +232,15 @@ def objective_value(rows: list[dict], objective: str, accuracy: str = "eval/acc_
     return float(area / fr[-1])
 
 
-def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> float:
-    """Train the trial's sampled setting at every tuning seed; its value is the mean objective."""
+def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None, resumed: bool = False) -> float:
+    """Train the trial's sampled setting at every tuning seed; its value is the mean objective.
+
+    `resumed`: an interrupted trial taken up again (`stale_trials`): its parameters are the ones it
+    sampled, and a seed whose run already has a record is scored from that record, not trained again."""
     import optuna
 
     out = out or sys.stdout
+    trial.set_user_attr("worker", _worker_id())
     params = spaces.sample(spec.space, trial)
     shown = ", ".join(f"{p.rsplit('.', 1)[-1]}={v:.3g}" if isinstance(v, float) else f"{p.rsplit('.', 1)[-1]}={v}"
                       for p, v in params.items())
@@ -246,7 +255,11 @@ def run_trial(trial, spec: StudySpec, root: Path, threads: int, out=None) -> flo
         trial.set_user_attr("run_id", ids[0])
         rep = _Reporter(trial, spec.settings.objective, spec.settings.pruner, spec.settings.accuracy,
                         offset=i * spec.n_evals)
-        status, reason, wall = _train(cfg, trial.number, rep, root)
+        recorded = _recorded(cfg, root) if resumed else None
+        if recorded is not None:
+            status, reason, wall, rep.rows = recorded
+        else:
+            status, reason, wall = _train(cfg, trial.number, rep, root)
         trial.set_user_attr("status", status)
         head = f"{spec.name} trial {trial.number:>3} seed {seed}:"
         if status == "pruned":
@@ -273,8 +286,81 @@ def _train(cfg: RunConfig, number: int, rep: _Reporter, root: Path) -> tuple[str
     return ran.status, ran.reason, ran.wall_s
 
 
-def work(storage_url: str, specs: list[StudySpec], counts: list[int], root: str, threads: int, worker: int) -> int:
-    """One worker: run `counts[i]` trials of study i, in order. Returns the trials it ran."""
+def _recorded(cfg: RunConfig, root: Path) -> tuple[str, str, float, list[dict]] | None:
+    """(status, reason, wall seconds, evaluation rows) of a run that already has a record; None if none."""
+    import json
+
+    import polars as pl
+
+    d = Path(root) / "runs" / cfg.run_id
+    if not (d / "run.json").is_file():
+        return None
+    meta = json.loads((d / "run.json").read_text())
+    rows = pl.read_parquet(d / "evals.parquet").sort("fraction").to_dicts() if (d / "evals.parquet").is_file() else []
+    return meta["status"], meta.get("reason") or "", float(meta.get("wall_s", 0.0)), rows
+
+
+def _worker_id() -> str:
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def stale_trials(study, every_running: bool = False) -> list[int]:
+    """Trial ids of the study's RUNNING trials whose worker was a process of this machine that is gone
+    (killed, or its machine restarted): interrupted trials, taken up again under their own number so
+    their finished runs count and no trial number is left half-run. A RUNNING trial of a live process,
+    or of another machine (which this one cannot check), or one that recorded no worker (written
+    before workers were recorded), is left alone unless `every_running` (`--take-up-running`: the
+    caller knows no other worker is at work on this storage)."""
+    from optuna.trial import TrialState
+
+    host = _worker_id().rsplit(":", 1)[0]
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        who = str(t.user_attrs.get("worker", ""))
+        h, _, pid = who.rpartition(":")
+        if every_running or (h == host and pid.isdigit() and not _alive(int(pid))):
+            out.append(t._trial_id)
+    return out
+
+
+def resume(study, trial_id: int, spec: StudySpec, root: Path, threads: int, out=None) -> None:
+    """Finish an interrupted trial (see stale_trials) and tell the study its outcome, as optimize would."""
+    import optuna
+    from optuna.trial import TrialState
+
+    out = out or sys.stdout
+    trial = optuna.trial.Trial(study, trial_id)
+    print(f"{spec.name} trial {trial.number:>3}: interrupted, taken up again", file=out, flush=True)
+    try:
+        value = run_trial(trial, spec, root, threads, out=out, resumed=True)
+    except optuna.TrialPruned:
+        study.tell(trial, state=TrialState.PRUNED)
+    except Exception as e:  # noqa: BLE001 (as optimize's catch: the trial fails with its cause, the others go on)
+        trial.set_user_attr("error", f"{type(e).__name__}: {e}")
+        study.tell(trial, state=TrialState.FAIL)
+    else:
+        study.tell(trial, value)
+
+
+def work(storage_url: str, specs: list[StudySpec], counts: list[int], root: str, threads: int, worker: int,
+         stale: tuple[tuple[int, ...], ...] = ()) -> int:
+    """One worker: take up `stale[i]` (interrupted trials of study i, by id), then run `counts[i]` new
+    trials of study i, in order. Returns the trials it ran."""
     import optuna
     from optuna.trial import TrialState
 
@@ -285,11 +371,17 @@ def work(storage_url: str, specs: list[StudySpec], counts: list[int], root: str,
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = open_storage(storage_url)
     n = 0
-    for spec, count in zip(specs, counts):
-        if count <= 0:
+    stale = stale or tuple(() for _ in specs)
+    for spec, count, mine in zip(specs, counts, stale):
+        if count <= 0 and not mine:
             continue
         study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec, worker),
                                   pruner=make_pruner(spec))
+        for trial_id in mine:
+            resume(study, trial_id, spec, Path(root), threads)
+            n += 1
+        if count <= 0:
+            continue
         stop = optuna.study.MaxTrialsCallback(spec.settings.trials, states=(TrialState.COMPLETE, TrialState.PRUNED))
         before = len(study.get_trials(deepcopy=False))
         study.optimize(lambda t, spec=spec: run_trial(t, spec, Path(root), threads), n_trials=count, catch=(Exception,),
@@ -298,32 +390,37 @@ def work(storage_url: str, specs: list[StudySpec], counts: list[int], root: str,
     return n
 
 
-def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, threads: int, out=None) -> None:
+def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, threads: int, out=None,
+        take_up_running: bool = False) -> None:
     """Create the studies, then run their remaining trials on `workers` processes (1: this one)."""
     out = out or sys.stdout
     from bench.tune.storage import open_storage, redact
 
     storage = open_storage(storage_url)
-    counts = []
+    counts, stale = [], []
     for spec in specs:
         study = create(storage, spec)
         left = max(0, spec.settings.trials - done_trials(study))
-        counts.append(shares(left, workers))
-        print(f"study {spec.name}: {spec.settings.trials - left} of {spec.settings.trials} trials done, {left} to run; "
-              f"space: {'; '.join(map(str, spec.space))}", file=out)
+        again = stale_trials(study, take_up_running)[:left]  # interrupted trials count among those left to run
+        counts.append(shares(left - len(again), workers))
+        stale.append([tuple(again[k::workers]) for k in range(workers)])
+        print(f"study {spec.name}: {spec.settings.trials - left} of {spec.settings.trials} trials done, {left} to run"
+              + (f" ({len(again)} interrupted, taken up again)" if again else "")
+              + f"; space: {'; '.join(map(str, spec.space))}", file=out)
     print(f"storage: {redact(storage_url)} ({workers} worker(s) × {threads} thread(s)); results in {root}", file=out, flush=True)
     per_worker = [[c[k] for c in counts] for k in range(workers)]
-    if not any(map(any, per_worker)):
+    stale_of = [tuple(st[k] for st in stale) for k in range(workers)]
+    if not any(map(any, per_worker)) and not any(any(x) for x in stale_of):
         return
     if workers == 1:
-        work(storage_url, specs, per_worker[0], str(root), threads, 0)
+        work(storage_url, specs, per_worker[0], str(root), threads, 0, stale_of[0])
         return
     from bench.harness.executors import LocalExecutor
 
     # the suites' local executor: spawned workers that die with this process; Ctrl-C stops them at
     # once (their running trials stay RUNNING in the storage)
     with LocalExecutor(workers) as ex:
-        ex.call(work, [(storage_url, specs, per_worker[k], str(root), threads, k) for k in range(workers)])
+        ex.call(work, [(storage_url, specs, per_worker[k], str(root), threads, k, stale_of[k]) for k in range(workers)])
 
 
 def edges(space: tuple[spaces.Param, ...], params: dict) -> list[str]:

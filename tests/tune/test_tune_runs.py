@@ -220,3 +220,67 @@ def test_the_report_states_tuning_cost_and_tuned_against_default(tiny, tmp_path,
     assert cost["trials"].to_list() == [2] and cost["recipe"].to_list() == ["grpo"]
     vs = pl.read_csv(out / "tuned_vs_default.csv")
     assert vs.select("recipe", "n_default", "n_tuned").rows() == [("grpo", 1, 1)]
+
+
+class _Killed(BaseException):
+    """Stands for a SIGKILL: not an Exception, so nothing on the way catches it."""
+
+
+@pytest.mark.e2e  # `make test-e2e`: trains six tiny runs
+def test_an_interrupted_trial_is_taken_up_again_under_its_own_number(tmp_path, bench_cache, monkeypatch, capsys):
+    """A worker killed mid-trial leaves the trial RUNNING with some of its seeds recorded. The next
+    `bench tune` on that storage sees that the trial's process (on this machine) is gone, finishes
+    that trial under its own number, training only the seeds without a record, then runs the rest:
+    every grid point once, no half-run trial left in the results (which the report would count as a
+    trial of its own)."""
+    import io
+    import subprocess
+
+    text = write_tiny(tmp_path / "t.toml").read_text().replace("trials = 3", 'trials = 3\nseeds = [1000, 1001]\n'
+                                                                'sampler = "grid"\npruner = "none"')
+    (tmp_path / "grid.toml").write_text(text.split("[tune.space.rloo]")[0] + GRID)
+    s = suites.load(tmp_path / "grid.toml")
+    settings = tune_settings.from_suite(s)
+    (spec,) = study.plan(s, ["rloo"], s.cells, settings)
+    root, url = tmp_path / "results", default_url(tmp_path / "results", "grid")
+    study.create(open_storage(url), spec)
+    st = optuna.load_study(study_name=spec.name, storage=open_storage(url), sampler=study.make_sampler(spec))
+    t = st.ask()  # as a worker asks: the grid's sampler assigns the trial its grid point
+    real, calls = study._train, []
+
+    def dies_on_the_second_seed(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise _Killed()
+        return real(*a, **kw)
+
+    monkeypatch.setattr(study, "_train", dies_on_the_second_seed)
+    with pytest.raises(_Killed):
+        study.run_trial(t, spec, root, 1)
+    monkeypatch.setattr(study, "_train", real)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    t.set_user_attr("worker", f"{study._worker_id().rsplit(':', 1)[0]}:{gone.pid}")
+    first = run_records(root)
+    assert len(first) == 1 and st.get_trials()[0].state == TrialState.RUNNING
+    assert study.stale_trials(st) == [st.get_trials()[0]._trial_id]
+    t.set_user_attr("worker", study._worker_id())  # this process: alive, so not interrupted
+    assert study.stale_trials(st) == [] and study.stale_trials(st, every_running=True) == [st.get_trials()[0]._trial_id]
+    t.set_user_attr("worker", f"{study._worker_id().rsplit(':', 1)[0]}:{gone.pid}")
+
+    out = io.StringIO()
+    study.run(url, [spec], root, workers=1, threads=1, out=out)
+    assert "3 to run (1 interrupted, taken up again)" in out.getvalue()
+    assert "trial   0: interrupted, taken up again" in capsys.readouterr().out  # the worker's own lines
+    trials = optuna.load_study(study_name=spec.name, storage=open_storage(url)).get_trials()
+    assert [x.number for x in trials] == [0, 1, 2] and all(x.state == TrialState.COMPLETE for x in trials)
+    runs = run_records(root)
+    assert sorted((r["config"]["tags"]["trial"], r["config"]["seed"]) for r in runs) == [
+        (n, sd) for n in range(3) for sd in (1000, 1001)]
+    assert sorted(r["config"]["train"]["lr"] for r in runs) == sorted([1e-5, 1e-3, 3e-3] * 2)
+    kept = next(r for r in runs if r["run_id"] == first[0]["run_id"])
+    assert kept == first[0]  # the recorded seed was scored from its record, not trained again
+    per = bench.tune.costs.per_trial(bench.tune.trial_runs(tmp_path / "grid.toml", root), 2)
+    assert per["complete"].all() and per.height == 3
+    assert trials[0].value == pytest.approx(per.filter(pl.col("trial") == 0)["value"][0])
+    capsys.readouterr()
