@@ -287,16 +287,17 @@ def _train(cfg: RunConfig, number: int, rep: _Reporter, root: Path) -> tuple[str
 
 
 def _recorded(cfg: RunConfig, root: Path) -> tuple[str, str, float, list[dict]] | None:
-    """(status, reason, wall seconds, evaluation rows) of a run that already has a record; None if none."""
-    import json
-
+    """(status, reason, wall seconds, evaluation rows) of a run with a whole record; None if it has none
+    (a corrupt one is trained again, as `bench suite` redoes it)."""
     import polars as pl
 
-    d = Path(root) / "runs" / cfg.run_id
-    if not (d / "run.json").is_file():
+    from bench import results
+
+    if not results.is_finished(root, cfg.run_id):
         return None
-    meta = json.loads((d / "run.json").read_text())
-    rows = pl.read_parquet(d / "evals.parquet").sort("fraction").to_dicts() if (d / "evals.parquet").is_file() else []
+    d = results.run_dir(root, cfg.run_id)
+    meta = results.read_meta(d)
+    rows = pl.read_parquet(d / "evals.parquet").sort("fraction").to_dicts()
     return meta["status"], meta.get("reason") or "", float(meta.get("wall_s", 0.0)), rows
 
 
@@ -397,21 +398,22 @@ def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, thre
     from bench.tune.storage import open_storage, redact
 
     storage = open_storage(storage_url)
-    counts, stale = [], []
+    counts, stale, pending = [], [], 0
     for spec in specs:
         study = create(storage, spec)
         left = max(0, spec.settings.trials - done_trials(study))
+        pending += left
         again = stale_trials(study, take_up_running)[:left]  # interrupted trials count among those left to run
         counts.append(shares(left - len(again), workers))
-        stale.append([tuple(again[k::workers]) for k in range(workers)])
+        stale.append(again)
         print(f"study {spec.name}: {spec.settings.trials - left} of {spec.settings.trials} trials done, {left} to run"
               + (f" ({len(again)} interrupted, taken up again)" if again else "")
               + f"; space: {'; '.join(map(str, spec.space))}", file=out)
     print(f"storage: {redact(storage_url)} ({workers} worker(s) × {threads} thread(s)); results in {root}", file=out, flush=True)
-    per_worker = [[c[k] for c in counts] for k in range(workers)]
-    stale_of = [tuple(st[k] for st in stale) for k in range(workers)]
-    if not any(map(any, per_worker)) and not any(any(x) for x in stale_of):
+    if not pending:
         return
+    per_worker = [[c[k] for c in counts] for k in range(workers)]
+    stale_of = [tuple(tuple(again[k::workers]) for again in stale) for k in range(workers)]  # dealt round the workers
     if workers == 1:
         work(storage_url, specs, per_worker[0], str(root), threads, 0, stale_of[0])
         return
