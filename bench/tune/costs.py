@@ -161,7 +161,8 @@ def best_trials(trials: pl.DataFrame) -> pl.DataFrame:
     from bench.tune.study import tie_order
 
     picked = [max(g.iter_rows(named=True), key=lambda r: (r["value"], tie_order(json.loads(r["params"]))))
-              for _, g in trials.filter("complete").group_by("study", maintain_order=True)]
+              for _, g in trials.filter(pl.col("complete") & pl.col("value").is_not_nan())
+              .group_by("study", maintain_order=True)]
     return pl.DataFrame([{"study": r["study"], "best_value": r["value"], "best_acc": r["acc"], "best_trial": r["trial"],
                           "best_params": r["params"]} for r in picked],
                         schema={"study": pl.String, "best_value": pl.Float64, "best_acc": pl.Float64,

@@ -223,8 +223,12 @@ class _Reporter:
 
 def objective_value(rows: list[dict], objective: str, accuracy: str = "eval/acc_greedy") -> float:
     """final: the accuracy column at the last evaluation; auc: its trapezoid mean over fractions so
-    far. `accuracy`: the suite's declared accuracy ([report] accuracy), greedy by default."""
-    acc = [r[accuracy] for r in rows]
+    far. `accuracy`: the suite's declared accuracy ([report] accuracy), greedy by default; an
+    evaluation where it is NaN (no well-formed sampled answer) counts 0."""
+    # an evaluation with no well-formed sampled answer has no accuracy among them (NaN): none of its
+    # answers is a well-formed right one, so it scores 0, the worst, as a diverged run does (a NaN
+    # objective would fail the trial and hide the setting that collapsed the format)
+    acc = [0.0 if r[accuracy] is None or math.isnan(r[accuracy]) else float(r[accuracy]) for r in rows]
     if objective == "final" or len(rows) == 1:
         return float(acc[-1])
     fr = [r["fraction"] for r in rows]
@@ -425,11 +429,14 @@ def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, thre
         ex.call(work, [(storage_url, specs, per_worker[k], str(root), threads, k, stale_of[k]) for k in range(workers)])
 
 
-def edges(space: tuple[spaces.Param, ...], params: dict) -> list[str]:
+def edges(space: tuple[spaces.Param, ...], params: dict, cfg: RunConfig | None = None) -> list[str]:
     """Where a chosen setting sits at the edge of what was searched, one phrase each: a numeric grid's
     smallest or largest choice, or a range's outer 5% (of log10 for a log range). A value at an edge
     says the optimum may lie beyond it, so the comparison would read a recipe at a setting the search
-    cut short: extend the grid (or range) past it and tune again."""
+    cut short: extend the grid (or range) past it and tune again.
+
+    `cfg` (the study's base config): a grid's smallest choice 0 where the config refuses a negative
+    value (a KL or entropy coefficient) is the knob's bound, not an edge: nothing lies beyond it."""
     out = []
     for p in space:
         v = params.get(p.path)
@@ -440,6 +447,8 @@ def edges(space: tuple[spaces.Param, ...], params: dict) -> list[str]:
             if len(nums) < 2 or len(nums) != len(p.choices):
                 continue
             side = "smallest" if v == nums[0] else "largest" if v == nums[-1] else None
+            if side == "smallest" and v == 0 and cfg is not None and _refused(cfg, p.path, -nums[1]):
+                side = None  # at the knob's bound
             if side:
                 out.append(f"{p.path} = {v:g} is the grid's {side} choice (of {', '.join(f'{c:g}' for c in nums)})")
             continue
@@ -453,6 +462,15 @@ def edges(space: tuple[spaces.Param, ...], params: dict) -> list[str]:
 
 
 EDGE = 0.05  # a range's outer share that counts as its edge (edges())
+
+
+def _refused(cfg: RunConfig, path: str, value) -> bool:
+    """Whether the config refuses `path = value` (its field's rule, as spaces.validate applies it)."""
+    try:
+        cfg.with_values({path: value})
+    except (InputError, TypeError):
+        return True
+    return False
 
 
 def tie_order(params: dict) -> tuple:

@@ -8,6 +8,7 @@ import algorithms
 from algorithms import search_spaces
 from algorithms.errors import ConfigError, InputError
 from bench import suite as suites
+from bench.config import Budget, RunConfig
 from bench.tune import settings as tune_settings, space as spaces, study
 from tune_helpers import TINY
 
@@ -288,6 +289,34 @@ def test_a_chosen_setting_at_the_edge_of_the_search_is_named():
     assert study.edges((rng,), {"recipe.objective.eps_high": 0.39}) == \
         ["recipe.objective.eps_high = 0.39 lies in the high 5% of its range [0.2, 0.4]"]
     assert study.edges((rng,), {"recipe.objective.eps_high": 0.385}) == []
+
+
+def test_a_coefficient_chosen_at_zero_sits_at_its_bound_not_at_an_edge():
+    """A grid's smallest choice 0 is an edge only where the config takes a negative value: grpo's KL
+    coefficient refuses one (KL.coef >= 0), so beta = 0 is the knob's bound, nothing lies beyond it;
+    the largest choice, and a smallest choice above 0, stay edges."""
+    cfg = RunConfig.compose(recipe=algorithms.get("grpo"), task="addition", scale="nano", budget=Budget.parse("2steps"))
+    beta = spaces.Param("recipe.kl.coef", "categorical", choices=(0.0, 0.01, 0.04))
+    assert study.edges((beta,), {"recipe.kl.coef": 0.0}, cfg) == []
+    assert study.edges((beta,), {"recipe.kl.coef": 0.0}) == \
+        ["recipe.kl.coef = 0 is the grid's smallest choice (of 0, 0.01, 0.04)"]  # without the config: unknown
+    assert study.edges((beta,), {"recipe.kl.coef": 0.04}, cfg) == \
+        ["recipe.kl.coef = 0.04 is the grid's largest choice (of 0, 0.01, 0.04)"]
+    low = spaces.Param("recipe.kl.coef", "categorical", choices=(0.0025, 0.01, 0.04))
+    assert study.edges((low,), {"recipe.kl.coef": 0.0025}, cfg) == \
+        ["recipe.kl.coef = 0.0025 is the grid's smallest choice (of 0.0025, 0.01, 0.04)"]
+
+
+def test_an_evaluation_without_a_well_formed_answer_scores_zero():
+    """A setting that collapses the format leaves evaluations with no well-formed sampled answer
+    (accuracy among them NaN): they score 0, the worst, so the trial is ranked last instead of
+    failing (a NaN objective fails an Optuna trial and hides what collapsed)."""
+    nan = float("nan")
+    rows = [{"fraction": 0.0, "eval/acc_formatted": 0.4}, {"fraction": 0.5, "eval/acc_formatted": nan},
+            {"fraction": 1.0, "eval/acc_formatted": nan}]
+    assert study.objective_value(rows, "auc", "eval/acc_formatted") == pytest.approx(0.5 * 0.2)
+    assert study.objective_value(rows, "final", "eval/acc_formatted") == 0.0
+    assert study.objective_value(rows[:2], "final", "eval/acc_formatted") == 0.0
 
 
 def test_a_changed_space_on_a_study_with_trials_is_refused_in_one_line(tmp_path):
