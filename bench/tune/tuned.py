@@ -38,11 +38,12 @@ def _toml_value(v) -> str:
 
 def write(path: Path, suite: str, tables: dict[tuple[str, str], dict], notes: dict[tuple[str, str], str] | None = None,
           header: str = "") -> Path:
-    """tables: (cell, recipe) -> {path: value}; merged over the tables already in the file."""
+    """tables: (cell, recipe) -> {path: value}; merged over the tables already in the file, whose
+    notes (the comment under each table's header: the study it came from) are kept."""
     path = Path(path)
     merged = read(path) if path.is_file() else {}
     merged.update(tables)
-    notes = notes or {}
+    notes = {**(_notes(path) if path.is_file() else {}), **(notes or {})}
     lines = [f"# Tuned overrides for suite {suite}, written by `bench tune`: the best trial of each study.",
              f"# `bench suite {suite} --tuned` applies them on top of the suite's own [overrides].",
              *(f"# {h}" for h in header.splitlines() if h)]
@@ -58,4 +59,20 @@ def write(path: Path, suite: str, tables: dict[tuple[str, str], dict], notes: di
     tmp.replace(path)
     return path
 
+
+def _notes(path: Path) -> dict[tuple[str, str], str]:
+    """(cell, recipe) -> the comment line right under its table header, as `write` puts it."""
+    import re
+
+    out, key = {}, None
+    for line in path.read_text().splitlines():
+        m = re.fullmatch(r'\[overrides\.(?:"([^"]*)"\.)?([A-Za-z0-9_.-]+)\]', line.strip())
+        if m:
+            key = (m.group(1) or "", m.group(2))
+        elif key is not None and line.startswith("# "):
+            out[key] = line[2:]
+            key = None
+        else:
+            key = None
+    return out
 

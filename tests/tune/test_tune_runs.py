@@ -143,6 +143,7 @@ def test_tuned_file_round_trips_and_tuned_runs_use_it(tiny, tmp_path, capsys):
     assert tuned.read(path) == tables  # exact floats, ints stay ints
     tuned.write(path, "tiny", {("addition/nano", "rloo"): {"train.lr": 1e-4}})  # merged into the file
     assert tuned.read(path) == {**tables, ("addition/nano", "rloo"): {"train.lr": 1e-4}}
+    assert "# a note" in path.read_text().split("[overrides.rloo]")[1].splitlines()[1]  # a kept table keeps its note
 
     s = suites.load(tiny)
     t = tuned.apply(s, path)
