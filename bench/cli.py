@@ -380,7 +380,6 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
     from bench import preflight, suite as suites
     from bench.harness.executors import cpu_count
-    from bench.config import RunConfig
     from bench.tune import costs, settings as tune_settings, storage, study, tuned
 
     s = suites.load(args.suite)
@@ -429,7 +428,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                                            f"({c['pruned']} pruned, {c['fail']} failed) is trial {b['trial']}, "
                                            f"{settings.objective} of {settings.accuracy} = {b['value']:.3f}, the mean over tuning seeds "
                                            f"{list(settings.seeds)} (runs {', '.join(b['run_ids'])})")
-        for edge in study.edges(spec.space, b["params"], RunConfig.from_dict(spec.base)):
+        for edge in study.edges(spec.space, b["params"], spec.base):
             print(f"study {spec.name}: the chosen {edge}: the best may lie beyond it; extend the search past it "
                   "and tune again (into a new --storage)", file=sys.stderr)
             notes[key] += f"; AT AN EDGE: {edge}"

@@ -38,17 +38,21 @@ TRIAL_SCHEMA = {
 
 
 def trial_runs(suite: str | Suite, root: Path | None = None, skipped: list | None = None) -> pl.DataFrame:
-    """One row per recorded trial run of the suite's studies (run.json tags study and trial): its
+    """One row per recorded trial run of the suite's studies (run.json tags study and trial; the
+    studies of its current cells and recipes only): its
     tuning seed, the trial's sampled values (`params`, canonical JSON {path: value}), the final
     accuracy (`acc`: the suite's [report] accuracy at the last evaluation) and the run's value of
     the tuning objective (`objective`: final, or the mean over the budget for auc; 0 for a diverged
     run, as tuning scores it; null for a pruned or failed one). A corrupt record is left out and
     its (run_id, problem) appended to `skipped` when given."""
     from bench.tune.settings import from_suite
-    from bench.tune.study import objective_value
+    from bench.tune.study import objective_value, study_name
 
     su = _suite(suite)
     settings = from_suite(su)
+    # the studies of the suite as it stands: a report republished after its cells changed (a new
+    # regime, other warm starts) must not list, nor `bench publish` carry, the old cells' trials
+    studies = {study_name(su.name, c.name, r) for c in su.cells for r in su.cell_recipes(c.name)}
     root = Path(root) if root else results.default_root()
     rows = []
     for f in sorted((root / "runs").glob("*/run.json")):
@@ -59,7 +63,7 @@ def trial_runs(suite: str | Suite, root: Path | None = None, skipped: list | Non
             continue
         m = json.loads(f.read_text())
         tags = m["config"].get("tags", {})
-        if not str(tags.get("study", "")).startswith(f"{su.name}/"):
+        if tags.get("study") not in studies:  # another suite's, or a study of a cell the suite no longer has
             continue
         ev = f.parent / "evals.parquet"
         acc = value = None

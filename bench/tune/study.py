@@ -429,14 +429,15 @@ def run(storage_url: str, specs: list[StudySpec], root: Path, workers: int, thre
         ex.call(work, [(storage_url, specs, per_worker[k], str(root), threads, k, stale_of[k]) for k in range(workers)])
 
 
-def edges(space: tuple[spaces.Param, ...], params: dict, cfg: RunConfig | None = None) -> list[str]:
+def edges(space: tuple[spaces.Param, ...], params: dict, cfg: RunConfig | dict | None = None) -> list[str]:
     """Where a chosen setting sits at the edge of what was searched, one phrase each: a numeric grid's
     smallest or largest choice, or a range's outer 5% (of log10 for a log range). A value at an edge
     says the optimum may lie beyond it, so the comparison would read a recipe at a setting the search
     cut short: extend the grid (or range) past it and tune again.
 
-    `cfg` (the study's base config): a grid's smallest choice 0 where the config refuses a negative
-    value (a KL or entropy coefficient) is the knob's bound, not an edge: nothing lies beyond it."""
+    `cfg` (the study's base config, or its dict: built only when a 0 is chosen): a grid's smallest
+    choice 0 where the config refuses a negative value (a KL or entropy coefficient) is the knob's
+    bound, not an edge: nothing lies beyond it."""
     out = []
     for p in space:
         v = params.get(p.path)
@@ -464,10 +465,13 @@ def edges(space: tuple[spaces.Param, ...], params: dict, cfg: RunConfig | None =
 EDGE = 0.05  # a range's outer share that counts as its edge (edges())
 
 
-def _refused(cfg: RunConfig, path: str, value) -> bool:
+def _refused(cfg: RunConfig | dict, path: str, value) -> bool:
     """Whether the config refuses `path = value` (its field's rule, as spaces.validate applies it)."""
     try:
-        cfg.with_values({path: value})
+        if isinstance(cfg, dict):
+            RunConfig.from_dict(merge(cfg, unflatten({path: value})))
+        else:
+            cfg.with_values({path: value})
     except (InputError, TypeError):
         return True
     return False
