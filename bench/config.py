@@ -27,6 +27,8 @@ from bench import rewards as reward_fns
 from bench.typed import ConfigError, Section, merge, unflatten
 
 BudgetKind = Literal["flops", "steps", "tokens"]
+# a sampler's weight precision (bench.engine.rollout.PRECISIONS; a test holds the two equal)
+SamplerPrecision = Literal["fp32", "bf16", "fp16", "int8", "int4"]
 HASHED_TAGS = ("study", "trial")  # bench tune's trial identity (see run_id_of)
 MAX_SEED = 2**63 - 1  # torch.manual_seed takes up to 2**64 - 1; derived seeds stay in int64
 _BUDGET_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*(flops|steps|tokens)?\s*$")
@@ -260,9 +262,10 @@ class RolloutConfig(Section):
     backend: Literal["native", "vllm"] = "native"  # vllm: bench/engine/vllm_backend.py (its own venv)
     lag: int = Field(0, ge=0)
     # the sampler's weight precision (native backend): "bf16"/"fp16" sample with the trainer's fp32
-    # weights rounded, so the behaviour log-probs differ from the trainer's (the mismatch regime);
-    # logp_old is then recomputed in fp32 and the gap logged as rollout/logp_mismatch
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    # weights rounded, "int8"/"int4" with its matrices quantised weight-only (bench/engine/rollout.py),
+    # so the behaviour log-probs differ from the trainer's (the mismatch regime); logp_old is then
+    # recomputed in fp32 and the gap logged as rollout/logp_mismatch
+    precision: SamplerPrecision = "fp32"
     LATER: ClassVar[tuple[str, ...]] = ("precision",)
 
     @model_validator(mode="before")
@@ -321,8 +324,8 @@ class Regime(Section):
     # the gradient-norm clip of this regime's runs (train.grad_clip; 0 turns it off); None: the suite's.
     # A cell with grad_clip = 0 checks whether a ranking holds when no recipe's steps are rescaled
     grad_clip: float | None = Field(None, ge=0)
-    # the sampler's weight precision (RolloutConfig.precision): "bf16" is the mismatch regime
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    # the sampler's weight precision (RolloutConfig.precision): "bf16", "int8", ... the mismatch regimes
+    precision: SamplerPrecision = "fp32"
     # where a suite runs the regime (never part of a run's config): a subset of the suite's recipes
     # and of its task/scale cells; None: all of them
     recipes: Annotated[tuple[str, ...] | None, BeforeValidator(_names)] = None
@@ -580,7 +583,7 @@ class RunConfig(Section):
         if self.train.tis_cap is not None and self.rollout.backend != "vllm" and self.rollout.precision == "fp32":
             raise ConfigError(f"train.tis_cap: got {self.train.tis_cap!r} with rollout {self.rollout.backend!r} in fp32; "
                               "it corrects the sampler-vs-trainer log-prob mismatch, so it needs rollout = 'vllm' or "
-                              "rollout.precision = 'bf16'/'fp16' (or tis_cap = null; recipes correct with "
+                              "rollout.precision = 'bf16', 'fp16', 'int8' or 'int4' (or tis_cap = null; recipes correct with "
                               "RolloutCorrection, e.g. grpo_tis)")
         return self
 

@@ -25,8 +25,40 @@ if TYPE_CHECKING:
 
 
 # the sampler's weight precision: "fp32" samples with the trainer's weights; a lower one samples with
-# them rounded (the mismatch regime: an inference engine in bf16 behind an fp32 trainer)
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# them rounded (the mismatch regime: an inference engine in bf16 behind an fp32 trainer), or quantised
+# to integers, weight-only (int8 / int4 rollouts behind a full-precision trainer, as FlashRL and QeRL
+# sample; activations stay fp32)
+FLOAT_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16}
+INT_BITS = {"int8": 8, "int4": 4}
+PRECISIONS = ("fp32", *FLOAT_PRECISIONS, *INT_BITS)
+# int4's scales: one per QUANT_GROUP consecutive weights of a row (GPTQ and AWQ use 128 at LLM widths;
+# the nano models' rows are 64-256 wide). int8: one scale per row (per output channel).
+QUANT_GROUP = 32
+
+
+def fake_quantize(w: torch.Tensor, bits: int, group: int | None = None) -> torch.Tensor:
+    """`w` rounded to a symmetric integer grid of `bits` bits, returned in w's dtype: along the last
+    dim, one absmax scale per row (group None) or per `group` consecutive weights (per row where the
+    row's length is not a multiple of it). Each weight moves by at most half a step, scale / 2 with
+    scale = absmax / (2^(bits-1) - 1): weight-only quantisation (W8A16, W4A16) as a sampler sees it."""
+    qmax = 2 ** (bits - 1) - 1
+    n = w.shape[-1]
+    g = group if group and n % group == 0 else n
+    x = w.reshape(*w.shape[:-1], n // g, g)
+    scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny) / qmax
+    return (torch.round(x / scale).clamp(-qmax, qmax) * scale).reshape(w.shape)
+
+
+def rounded(w: torch.Tensor, precision: str) -> torch.Tensor:
+    """A weight as a sampler in `precision` holds it, in w's dtype: cast to bf16/fp16 and back, or
+    (int8 / int4) matrices quantised (`fake_quantize`) with vectors (norms, biases) kept, as
+    weight-only quantisation keeps them."""
+    if precision in FLOAT_PRECISIONS:
+        return w.to(FLOAT_PRECISIONS[precision]).to(w.dtype)
+    if w.dim() < 2:
+        return w
+    bits = INT_BITS[precision]
+    return fake_quantize(w, bits, QUANT_GROUP if bits < 8 else None)
 
 
 @dataclass(frozen=True)
@@ -149,25 +181,24 @@ class NativeBackend:
 
     def sync(self, model: torch.nn.Module) -> None:
         """Sample from `model` itself (a reference, not a copy: at lag 0 the live policy); at a lower
-        precision, from a copy of its weights rounded to that precision (kept, refilled each sync)."""
+        precision, from a copy of its weights rounded (or quantised) to it (kept, refilled each sync)."""
         self.source = model
         if self.precision == "fp32":
             self.model = model
             return
         if self._rounded is None:
             self._rounded = copy.deepcopy(model)
-        dtype = PRECISIONS[self.precision]
         with torch.no_grad():
             for dst, src in zip(self._rounded.parameters(), model.parameters()):
-                dst.copy_(src.detach().to(dtype))  # rounded to bf16/fp16, stored back in fp32
+                dst.copy_(rounded(src.detach(), self.precision))  # rounded or quantised, stored back in fp32
         self.model = self._rounded
 
     def behaviour_logprobs(self, batch: Batch, temperature: float, micro_batch_size: int) -> BehaviourLogprobs:
         """fp32: the sampler's log-probs: the behaviour weights computed them while decoding, in the
         same precision as the trainer's forward (they match a full recomputation to ~1e-6, see
         tests/engine/test_offpolicy.py), so a second forward would only cost FLOPs.
-        bf16/fp16 (the mismatch regime): recomputed by the trainer's fp32 behaviour weights, as TRL
-        and verl recompute behind an inference engine; the sampler's numbers stay in the batch."""
+        bf16/fp16/int8/int4 (the mismatch regime): recomputed by the trainer's fp32 behaviour weights,
+        as TRL and verl recompute behind an inference engine; the sampler's numbers stay in the batch."""
         if self.precision == "fp32":
             return BehaviourLogprobs(batch.rollouts.logp_old, recomputed=False)
         return recompute_logprobs(self.source, batch, temperature, micro_batch_size)
