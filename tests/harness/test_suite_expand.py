@@ -118,7 +118,7 @@ TWELVE = algorithms.names("family_2025")
 
 @pytest.mark.parametrize("name, n_runs, n_cells", [("smoke", None, 1), ("math-small", 48, 2), ("grad-clip", 56, 2),
                                                    ("addition-format", 180, 2), ("reasoning", 276, 5), ("math-medium", 216, 6),
-                                                   ("math-scales", 36, 3), ("claims", 180, 6)])
+                                                   ("math-scales", 36, 3), ("claims", 190, 7)])
 def test_shipped_suites_load(name, n_runs, n_cells):
     s = suites.load(name)
     cfgs = s.expand()
