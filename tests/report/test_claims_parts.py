@@ -40,8 +40,9 @@ def test_published_claims_report_their_mechanism_and_outcome():
         same = "outcome" if accuracy else "mechanism"
         assert (r[f"{same}_diff"], r[f"{same}_p"]) == pytest.approx((r["diff"], r["p"])), r["claim"]
         assert r["outcome_diff"] is not None, r["claim"]
-    # every claim names its mechanism but the mismatch one (an fp32 sampler logs no mismatch to compare)
-    assert t.filter(pl.col("mechanism").is_null())["claim"].to_list() == ["mismatch_slows_learning"]
+    # every claim names its mechanism but the mismatch ones (an fp32 sampler logs no mismatch to compare)
+    assert t.filter(pl.col("mechanism").is_null())["claim"].to_list() == ["mismatch_slows_learning",
+                                                                          "mismatch_slows_learning_int4"]
 
 
 def test_sanity_checks_are_apart_and_pass():
