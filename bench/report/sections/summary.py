@@ -157,7 +157,8 @@ def _tables(ctx: Context) -> dict:
 
 
 @section("summary", tables=_tables, writes=("skill_check",),
-         needs=("leaderboard", "power", "coverage", "claims", "scales"), figures=("claims.png", "leaderboard.png"))
+         needs=("leaderboard", "power", "coverage", "claims", "scales"),
+         figures=("claims.png", "leaderboard.png", "pass_at_k_baseline.png"))
 def summary(ctx: Context) -> list:
     """The grid and its runs, the settings, the primary metric, the warm starts, and each cell's verdicts."""
     runs, board, pw = ctx.data.runs, ctx.tables["leaderboard"], ctx.tables["power"]
@@ -173,6 +174,15 @@ def summary(ctx: Context) -> list:
                               "see Claims below for each claim's statement, mechanism and outcome."))
     if "coverage" in ctx.tables:
         out.append(coverage_figure(ctx))
+    elif len(ctx.suite.recipes) == 1:  # the baseline alone (what RL does to it): its coverage curves lead
+        curves = F.pass_at_k_curves(finished(ctx.data.evals), ctx.cells, ctx.colors)
+        if curves is not None:
+            out.append(ctx.figure("pass_at_k_baseline.png", curves,
+                                  f"{ctx.base}'s pass@k against k at each run's last evaluation (mean over seeds, band "
+                                  "min–max) beside the warm start's (dashed): a curve that ends above the warm start's "
+                                  "at large k solves problems the warm start never solved in k tries (coverage); one "
+                                  "that crosses it below has traded coverage for pass@1. The Skill check below gives "
+                                  "the gains with their standard errors."))
     su = ctx.suite
     if all(su.cell_seeds(c) == su.seeds for c in su.cells):
         cells = ", ".join(f"{c.name} (budget {budget_text(c.budget)})" for c in su.cells)
