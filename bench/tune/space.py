@@ -16,6 +16,7 @@ from typing import Any, Literal
 import algorithms
 from algorithms.errors import ConfigError, InputError
 from bench.config import RunConfig
+from bench.typed import merge, unflatten
 
 Kind = Literal["log_float", "float", "int", "categorical"]
 SPEC_KEYS = {"low", "high", "log", "choices"}
@@ -105,13 +106,24 @@ def flatten(table: dict, prefix: str = "") -> dict:
     return out
 
 
+def refusal(cfg: RunConfig | dict, patch: dict[str, Any]) -> Exception | None:
+    """Why the config (or its tree) refuses `patch` (dotted paths, as `RunConfig.with_values` takes
+    them): the error a bad path or value raises, or None where the patched config validates."""
+    try:
+        if isinstance(cfg, dict):  # a tree: built only here, once
+            RunConfig.from_dict(merge(cfg, unflatten(patch)))
+        else:
+            cfg.with_values(patch)
+    except (InputError, TypeError) as e:
+        return e
+    return None
+
+
 def validate(space: tuple[Param, ...], cfg: RunConfig, where: str = "search space") -> None:
     """Apply each end of each range to cfg: a bad path names the valid fields, a bad value its rule."""
     for p in space:
         for v in p.probes():
-            try:
-                cfg.with_values({p.path: v})
-            except (InputError, TypeError) as e:
+            if (e := refusal(cfg, {p.path: v})) is not None:
                 raise ConfigError(f"{where}: {p.path} = {v!r} does not fit {cfg.recipe.name}: {e}") from None
 
 

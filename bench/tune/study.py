@@ -448,7 +448,7 @@ def edges(space: tuple[spaces.Param, ...], params: dict, cfg: RunConfig | dict |
             if len(nums) < 2 or len(nums) != len(p.choices):
                 continue
             side = "smallest" if v == nums[0] else "largest" if v == nums[-1] else None
-            if side == "smallest" and v == 0 and cfg is not None and _refused(cfg, p.path, -nums[1]):
+            if side == "smallest" and v == 0 and cfg is not None and spaces.refusal(cfg, {p.path: -nums[1]}):
                 side = None  # at the knob's bound
             if side:
                 out.append(f"{p.path} = {v:g} is the grid's {side} choice (of {', '.join(f'{c:g}' for c in nums)})")
@@ -463,18 +463,6 @@ def edges(space: tuple[spaces.Param, ...], params: dict, cfg: RunConfig | dict |
 
 
 EDGE = 0.05  # a range's outer share that counts as its edge (edges())
-
-
-def _refused(cfg: RunConfig | dict, path: str, value) -> bool:
-    """Whether the config refuses `path = value` (its field's rule, as spaces.validate applies it)."""
-    try:
-        if isinstance(cfg, dict):
-            RunConfig.from_dict(merge(cfg, unflatten({path: value})))
-        else:
-            cfg.with_values({path: value})
-    except (InputError, TypeError):
-        return True
-    return False
 
 
 def tie_order(params: dict) -> tuple:
